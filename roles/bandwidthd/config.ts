@@ -1,0 +1,94 @@
+/**
+ * The container bandwidth daemon's config (spec/3 §2.8-2.9), default /etc/bandwidth/config.yaml.
+ * Besides the schema, the start-time rejections of the spec: max_open_conns other than 1, a
+ * ceiling below the guaranteed rate, an exceeded speed of 0, tls_verify without a cert path,
+ * non-positive durations, bad cron expressions, unknown time zones and bad webhook URLs.
+ */
+import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
+import { at, checkHttpUrl, checkPositiveDurations, checkTimeZone } from '../../src/core/config-checks.ts';
+import { cronProblem } from '../../src/lib/cron.ts';
+import { validateBandwidthdConfig } from '../../src/contracts/validators.js';
+import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
+import type { BandwidthdConfig } from '../../src/contracts/types.ts';
+
+export const DEFAULT_CONFIG_PATH = '/etc/bandwidth/config.yaml';
+
+const CRONS = ['reset_cron', 'cleanup_cron', 'history_cron', 'health_cron', 'webhook_retry_cron'];
+
+function num(config: unknown, path: string): number | undefined {
+  const v = at(config, path);
+  return typeof v === 'number' ? v : undefined;
+}
+
+export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
+  validate: validateBandwidthdConfig,
+  schema: bandwidthdConfigSchema,
+  checks(config, problems: ConfigProblem[]) {
+    const conns = num(config, '/database/max_open_conns');
+    if (conns !== undefined && conns !== 1) {
+      problems.push({ path: '/database/max_open_conns', message: 'must be 1: the daemon’s store has a single writer' });
+    }
+    if (at(config, '/database/path') === '') problems.push({ path: '/database/path', message: 'is required' });
+    if (at(config, '/general/socket_path') === '') problems.push({ path: '/general/socket_path', message: 'is required' });
+
+    for (const path of ['/bandwidth/default_rx_mbps', '/bandwidth/default_tx_mbps', '/quota/exceeded_speed_rx_mbps', '/quota/exceeded_speed_tx_mbps']) {
+      const v = num(config, path);
+      if (v !== undefined && v <= 0) problems.push({ path, message: 'must be above 0' });
+    }
+    const ceil = num(config, '/bandwidth/default_ceil_mbps');
+    const rate = Math.max(num(config, '/bandwidth/default_rx_mbps') ?? 0, num(config, '/bandwidth/default_tx_mbps') ?? 0);
+    if (ceil !== undefined && ceil < rate) {
+      problems.push({ path: '/bandwidth/default_ceil_mbps', message: `must not be below the guaranteed rate (${rate} Mbit/s)` });
+    }
+
+    const endpoint = at(config, '/docker/endpoint');
+    if (typeof endpoint === 'string' && !/^(unix:\/\/\/.+|tcp:\/\/[^/]+)$/.test(endpoint)) {
+      problems.push({ path: '/docker/endpoint', message: 'must be unix:///path/to/socket or tcp://host:port' });
+    }
+    if (at(config, '/docker/tls_verify') === true && !at(config, '/docker/tls_cert_path')) {
+      problems.push({ path: '/docker/tls_cert_path', message: 'is required when docker.tls_verify is true (a directory with cert.pem, key.pem, ca.pem)' });
+    }
+
+    checkPositiveDurations(
+      config,
+      [
+        '/docker/discovery_interval',
+        '/bandwidth/poll_interval',
+        '/webhook/backoff_base',
+        '/scheduler/check_interval',
+        '/status/update_interval',
+        '/history/rollup_interval',
+        '/cleanup/interval',
+        '/notifications/retry/backoff_base',
+      ],
+      problems,
+    );
+    checkTimeZone(config, '/timezone', problems);
+    for (const name of CRONS) {
+      const expr = at(config, `/scheduler/${name}`);
+      const why = typeof expr === 'string' ? cronProblem(expr) : undefined;
+      if (why) problems.push({ path: `/scheduler/${name}`, message: `invalid cron expression: ${why}` });
+    }
+
+    const endpoints = at(config, '/webhook/endpoints');
+    if (Array.isArray(endpoints)) endpoints.forEach((_, i) => checkHttpUrl(config, `/webhook/endpoints/${i}/url`, problems));
+    for (const platform of ['chat_a', 'chat_b']) {
+      if (at(config, `/notifications/${platform}/enabled`) === true && !at(config, `/notifications/${platform}/webhook_url`)) {
+        problems.push({ path: `/notifications/${platform}/webhook_url`, message: `is required when ${platform} is enabled` });
+      }
+      checkHttpUrl(config, `/notifications/${platform}/webhook_url`, problems);
+    }
+    const generic = at(config, '/notifications/generic');
+    if (Array.isArray(generic)) {
+      generic.forEach((_, i) => {
+        checkHttpUrl(config, `/notifications/generic/${i}/url`, problems);
+        checkPositiveDurations(config, [`/notifications/generic/${i}/retry/backoff_base`], problems);
+      });
+    }
+  },
+};
+
+/** Loads and checks the daemon config; throws ConfigError listing every problem. */
+export function loadBandwidthdConfig(file: string): LoadedConfig<BandwidthdConfig> {
+  return loadConfigFile(file, bandwidthdConfigSpec);
+}

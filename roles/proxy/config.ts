@@ -1,0 +1,176 @@
+/**
+ * The proxy's files (spec/3 §2.1-2.6): `<root>/config.yaml` (global) and `<root>/<sites_dir>/*.yaml`
+ * (one site each). Every field is optional with defaults, unknown fields are ignored with a
+ * warning, and every problem of every file is collected. Header targets of custom WAF rules are
+ * written `!header X-Name` in YAML; the map form is rejected there (it is the JSON form).
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import type { ScalarTag } from 'yaml';
+import { ConfigError, loadConfigFile, type ConfigProblem, type ConfigSpec } from '../../src/core/config-loader.ts';
+import { at, checkCidrList, checkListen } from '../../src/core/config-checks.ts';
+import { validateProxyGlobalConfig, validateProxySiteConfig } from '../../src/contracts/validators.js';
+import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contracts/schemas.ts';
+import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+
+/** Header targets created by the `!header` tag; a header target not in here came from the YAML map form. */
+const taggedHeaderTargets = new WeakSet<object>();
+
+const headerTag: ScalarTag = {
+  tag: '!header',
+  resolve(name: string) {
+    const target = { header: name };
+    taggedHeaderTargets.add(target);
+    return target;
+  },
+  identify: (value) => typeof value === 'object' && value !== null && taggedHeaderTargets.has(value),
+  stringify: (item) => String((item.value as { header: string }).header),
+};
+
+export const proxyGlobalSpec: ConfigSpec<ProxyGlobalConfig> = {
+  validate: validateProxyGlobalConfig,
+  schema: proxyGlobalConfigSchema,
+  checks(config, problems) {
+    for (const list of ['/listen_http', '/listen_https']) {
+      const v = at(config, list);
+      if (Array.isArray(v)) v.forEach((_, i) => checkListen(config, `${list}/${i}`, problems));
+    }
+    checkListen(config, '/admin/listen', problems);
+    const tokens = at(config, '/admin/tokens');
+    if (Array.isArray(tokens) && tokens.length === 0) {
+      problems.push({ path: '/admin/tokens', message: 'at least one admin token is required (name, token of 16+ characters, role)' });
+    }
+    checkCidrList(config, '/global_acl/blacklist', problems);
+    checkCidrList(config, '/global_acl/whitelist', problems);
+  },
+};
+
+/** Why an origin URL is unusable, or undefined: absolute http(s), no path, no userinfo, no query. */
+export function originUrlProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be an absolute http or https URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http or https';
+  if (url.username || url.password) return 'must not contain userinfo';
+  if (url.pathname !== '/' || url.search || url.hash) return 'must not have a path, query or fragment';
+  return undefined;
+}
+
+/**
+ * Why a WAF pattern is refused, or undefined. Backreferences and lookaround are refused because
+ * they need a backtracking engine; patterns must run in linear time.
+ */
+export function patternProblem(pattern: string): string | undefined {
+  let inClass = false;
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i];
+    if (c === '\\') {
+      const next = pattern[i + 1] ?? '';
+      if (!inClass && (/[1-9]/.test(next) || (next === 'k' && pattern[i + 2] === '<'))) return 'backreferences are not allowed';
+      i++;
+    } else if (inClass) {
+      if (c === ']') inClass = false;
+    } else if (c === '[') {
+      inClass = true;
+    } else if (c === '(' && pattern[i + 1] === '?') {
+      const rest = pattern.slice(i + 2, i + 4);
+      if (rest.startsWith('=') || rest.startsWith('!') || rest === '<=' || rest === '<!') return 'lookaround is not allowed';
+    }
+  }
+  try {
+    new RegExp(pattern, 'iu');
+  } catch (err) {
+    return `invalid regular expression: ${(err as Error).message.replace(/^Invalid regular expression: /, '')}`;
+  }
+  return undefined;
+}
+
+/** Site checks; `root` resolves relative certificate paths. */
+function siteChecks(root: string) {
+  return (config: ProxySiteConfig, problems: ConfigProblem[]): void => {
+    const origin = at(config, '/origin/url');
+    if (typeof origin === 'string' && origin !== '') {
+      const why = originUrlProblem(origin);
+      if (why) problems.push({ path: '/origin/url', message: `${why} (got ${JSON.stringify(origin)})` });
+    }
+    if (at(config, '/client_ip/forward_mode') === 'custom' && !at(config, '/client_ip/custom_header')) {
+      problems.push({ path: '/client_ip/custom_header', message: 'is required when forward_mode is custom' });
+    }
+    if (at(config, '/tls/enabled') === true) {
+      for (const key of ['cert_path', 'key_path']) {
+        const p = at(config, `/tls/${key}`);
+        if (typeof p !== 'string' || p === '') problems.push({ path: `/tls/${key}`, message: 'is required when tls.enabled is true' });
+        else if (!existsSync(isAbsolute(p) ? p : join(root, p))) problems.push({ path: `/tls/${key}`, message: `file not found: ${p}` });
+      }
+    }
+    for (const list of ['/client_ip/trusted_proxies', '/protection/acl/blacklist', '/protection/acl/whitelist']) checkCidrList(config, list, problems);
+    const rules = at(config, '/protection/waf/custom_rules');
+    if (Array.isArray(rules)) {
+      rules.forEach((rule: unknown, i) => {
+        const pattern = at(rule, '/pattern');
+        const why = typeof pattern === 'string' ? patternProblem(pattern) : undefined;
+        if (why) problems.push({ path: `/protection/waf/custom_rules/${i}/pattern`, message: why });
+        const target = at(rule, '/target');
+        if (typeof target === 'object' && target !== null && !taggedHeaderTargets.has(target)) {
+          problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: 'write a header target as `!header Header-Name` in YAML' });
+        }
+      });
+    }
+  };
+}
+
+export interface ProxySiteFile {
+  file: string;
+  config: Readonly<ProxySiteConfig>;
+}
+
+export interface ProxyFiles {
+  global: Readonly<ProxyGlobalConfig> | undefined;
+  sites: ProxySiteFile[];
+  errors: ConfigError[];
+  warnings: string[];
+}
+
+/**
+ * Reads every file under `root`. Runs at start, on `check`, and on reloads; a file with problems
+ * lands in `errors` (the caller keeps its last good version) and the others still load.
+ */
+export function loadProxyFiles(root: string): ProxyFiles {
+  const errors: ConfigError[] = [];
+  const warnings: string[] = [];
+  const globalFile = join(root, 'config.yaml');
+  let global: Readonly<ProxyGlobalConfig> | undefined;
+  try {
+    const loaded = loadConfigFile(globalFile, proxyGlobalSpec);
+    global = loaded.config;
+    warnings.push(...loaded.warnings.map((w) => `${globalFile}: ${w}`));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    errors.push(err);
+  }
+  const sitesDir = global?.sites_dir ?? 'sites.d';
+  const dir = isAbsolute(sitesDir) ? sitesDir : join(root, sitesDir);
+  const sites: ProxySiteFile[] = [];
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort() : [];
+  const siteSpec: ConfigSpec<ProxySiteConfig> = {
+    validate: validateProxySiteConfig,
+    schema: proxySiteConfigSchema,
+    checks: siteChecks(root),
+    customTags: [headerTag],
+  };
+  for (const f of files) {
+    const file = join(dir, f);
+    try {
+      const loaded = loadConfigFile(file, siteSpec);
+      sites.push({ file, config: loaded.config });
+      warnings.push(...loaded.warnings.map((w) => `${file}: ${w}`));
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      errors.push(err);
+    }
+  }
+  return { global, sites, errors, warnings };
+}

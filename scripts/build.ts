@@ -1,0 +1,77 @@
+/**
+ * `make build`: bundles src/main.ts with esbuild into one CommonJS file, turns it into a Node
+ * single-executable blob, and injects that blob into each architecture's pinned Node 24 binary:
+ * dist/hostkit-linux-x64 and dist/hostkit-linux-arm64. Nothing beside the executable is needed
+ * at run time.
+ */
+import { build } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const WORK = join(ROOT, '.cache', 'build');
+const DIST = join(ROOT, 'dist');
+const SENTINEL = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+export const ARCHES = ['x64', 'arm64'] as const;
+
+function step(text: string): void {
+  process.stdout.write(`build: ${text}\n`);
+}
+
+async function main(): Promise<void> {
+  rmSync(WORK, { recursive: true, force: true });
+  mkdirSync(WORK, { recursive: true });
+  mkdirSync(DIST, { recursive: true });
+
+  const bundle = join(WORK, 'hostkit.cjs');
+  step('bundling src/main.ts');
+  const result = await build({
+    entryPoints: [join(ROOT, 'src', 'main.ts')],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node24',
+    sourcemap: false,
+    legalComments: 'none',
+    // Optional native helpers of ssh2 (pulled in by dockerode); they are loaded in try/catch.
+    external: ['cpu-features', '*.node'],
+    logLevel: 'warning',
+    metafile: true,
+  });
+  if (result.errors.length > 0) throw new Error('esbuild failed');
+  step(`bundle ${(statSync(bundle).size / 1024).toFixed(0)} KiB`);
+
+  const blob = join(WORK, 'hostkit.blob');
+  const seaConfig = join(WORK, 'sea-config.json');
+  // No code cache and no snapshot: they are specific to the architecture that made them, and
+  // one blob serves both executables.
+  writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
+
+  const postject = join(ROOT, 'node_modules', '.bin', 'postject');
+  for (const arch of ARCHES) {
+    const base = join(ROOT, '.tools', `node-${arch}`, 'bin', 'node');
+    const out = join(DIST, `hostkit-linux-${arch}`);
+    step(`injecting into node ${readFileSync(join(ROOT, '.tools', `node-${arch}`, 'VERSION'), 'utf8').trim()} (${arch})`);
+    rmSync(out, { force: true });
+    copyFileSync(base, out);
+    chmodSync(out, 0o755);
+    // postject prints harmless ELF note warnings; keep its output only when it fails.
+    try {
+      execFileSync(postject, [out, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL], { stdio: 'pipe' });
+    } catch (err) {
+      const e = err as { stderr?: Buffer; stdout?: Buffer };
+      process.stderr.write(`${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+      throw new Error(`postject failed for ${arch}`);
+    }
+    step(`dist/hostkit-linux-${arch} (${(statSync(out).size / 1024 / 1024).toFixed(0)} MiB)`);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`build failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,103 @@
+/**
+ * Cross-field checks shared by the roles' configs. Each takes the (possibly schema-invalid)
+ * config, reads a field by JSON pointer, and appends a problem when the value is present, of
+ * the expected type and still wrong; type problems are the schema's to report.
+ */
+import { isIP } from 'node:net';
+import type { ConfigProblem } from './config-loader.ts';
+import { parseDuration } from '../lib/units.ts';
+
+/** Reads a value by JSON pointer (`/a/b/0`); undefined when any step is missing. */
+export function at(obj: unknown, pointer: string): unknown {
+  let cur: unknown = obj;
+  for (const key of pointer.split('/').slice(1)) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[key];
+  }
+  return cur;
+}
+
+/** Durations that must be above zero (`0s` is valid syntax but means "never"). */
+export function checkPositiveDurations(config: unknown, pointers: readonly string[], problems: ConfigProblem[]): void {
+  for (const path of pointers) {
+    const ms = parseDuration(at(config, path));
+    if (ms === 0) problems.push({ path, message: 'must be a positive duration' });
+  }
+}
+
+/** True for a name the runtime's time-zone database knows (IANA names such as Europe/Berlin). */
+export function isTimeZone(name: string): boolean {
+  if (name === '') return false;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function checkTimeZone(config: unknown, path: string, problems: ConfigProblem[]): void {
+  const tz = at(config, path);
+  if (typeof tz === 'string' && !isTimeZone(tz)) {
+    problems.push({ path, message: `unknown time zone ${JSON.stringify(tz)}: use an IANA name such as UTC or Europe/Berlin` });
+  }
+}
+
+/** An absolute http(s) URL with a host; returns the reason it is not, or undefined. */
+export function httpUrlProblem(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be an absolute http or https URL';
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http or https';
+  if (!url.hostname) return 'must name a host';
+  return undefined;
+}
+
+export function checkHttpUrl(config: unknown, path: string, problems: ConfigProblem[]): void {
+  const v = at(config, path);
+  if (typeof v !== 'string' || v === '') return;
+  const why = httpUrlProblem(v);
+  if (why) problems.push({ path, message: `${why} (got ${JSON.stringify(v)})` });
+}
+
+/** Splits `ip:port` / `[v6]:port`; undefined when it is not a valid listen address. */
+export function parseListen(value: string): { host: string; port: number } | undefined {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+|localhost)):([0-9]{1,5})$/.exec(value);
+  if (!m) return undefined;
+  const host = (m[1] ?? m[2]) as string;
+  const port = Number(m[3]);
+  if (port < 1 || port > 65535) return undefined;
+  if (host !== 'localhost' && isIP(host) === 0) return undefined;
+  return { host, port };
+}
+
+export function checkListen(config: unknown, path: string, problems: ConfigProblem[]): void {
+  const v = at(config, path);
+  if (typeof v === 'string' && !parseListen(v)) {
+    problems.push({ path, message: `must be ip:port with a port 1-65535 (got ${JSON.stringify(v)})` });
+  }
+}
+
+/** IP or CIDR (`10.0.0.0/8`, `2001:db8::/32`, a plain IP = /32 or /128). */
+export function isIpOrCidr(value: string): boolean {
+  const [addr, bits, extra] = value.split('/');
+  if (extra !== undefined || addr === undefined) return false;
+  const family = isIP(addr);
+  if (family === 0) return false;
+  if (bits === undefined) return true;
+  if (!/^[0-9]{1,3}$/.test(bits)) return false;
+  return Number(bits) <= (family === 4 ? 32 : 128);
+}
+
+export function checkCidrList(config: unknown, path: string, problems: ConfigProblem[]): void {
+  const list = at(config, path);
+  if (!Array.isArray(list)) return;
+  list.forEach((v, i) => {
+    if (typeof v === 'string' && !isIpOrCidr(v)) {
+      problems.push({ path: `${path}/${i}`, message: `must be an IP address or CIDR (got ${JSON.stringify(v)})` });
+    }
+  });
+}

@@ -1,0 +1,98 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Ajv2020Module from 'ajv/dist/2020.js';
+import { ConfigError, expandEnv, loadConfigFile, loadConfigText, type ConfigSpec, type SchemaNode, type SchemaValidator } from './config-loader.ts';
+
+interface Sample {
+  name: string;
+  interval: string;
+  nested: { port: number; mode: string };
+  list: { url: string }[];
+}
+
+const schema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', default: 'x' },
+    interval: { type: 'string', pattern: '^[0-9]+(ms|s|m|h|d)$', default: '5s' },
+    nested: {
+      type: 'object',
+      default: {},
+      properties: { port: { type: 'integer', minimum: 1, maximum: 65535, default: 8480 }, mode: { enum: ['a', 'b'], default: 'a' } },
+    },
+    list: { type: 'array', default: [], items: { type: 'object', required: ['url'], properties: { url: { type: 'string' } } } },
+  },
+};
+const validate = new Ajv2020Module.default({ allErrors: true, useDefaults: true, strict: true }).compile(schema) as unknown as SchemaValidator<Sample>;
+const spec: ConfigSpec<Sample> = {
+  validate,
+  schema: schema as SchemaNode,
+  checks(config, problems) {
+    if (config.interval === '0s') problems.push({ path: '/interval', message: 'must be a positive duration' });
+  },
+};
+
+test('an empty file gives every default, frozen', () => {
+  const { config, warnings } = loadConfigText('', 'empty.yaml', spec);
+  assert.deepEqual(config, { name: 'x', interval: '5s', nested: { port: 8480, mode: 'a' }, list: [] });
+  assert.deepEqual(warnings, []);
+  assert.ok(Object.isFrozen(config) && Object.isFrozen(config.nested));
+  assert.throws(() => {
+    (config.nested as { port: number }).port = 1;
+  }, TypeError);
+});
+
+test('every problem is reported at once with its JSON pointer', () => {
+  const text = 'interval: soon\nnested:\n  port: 70000\n  mode: c\nlist:\n  - {}\n';
+  const err = (() => {
+    try {
+      loadConfigText(text, 'bad.yaml', spec);
+    } catch (e) {
+      return e;
+    }
+    return undefined;
+  })();
+  assert.ok(err instanceof ConfigError);
+  const byPath = Object.fromEntries(err.problems.map((p) => [p.path, p.message]));
+  assert.equal(byPath['/interval'], 'must be a duration such as 5s, 1m or 1h');
+  assert.equal(byPath['/nested/port'], 'must be at most 65535');
+  assert.equal(byPath['/nested/mode'], 'must be one of: "a", "b"');
+  assert.equal(byPath['/list/0/url'], 'is required');
+  assert.equal(err.problems.length, 4);
+  assert.match(err.message, /bad\.yaml: 4 problems/);
+});
+
+test('cross-field checks run together with schema checks', () => {
+  assert.throws(
+    () => loadConfigText('interval: 0s\nnested: {port: 0}\n', 'x.yaml', spec),
+    (err: unknown) => err instanceof ConfigError && err.problems.length === 2 && err.problems.some((p) => p.message === 'must be a positive duration'),
+  );
+});
+
+test('unknown keys are ignored with a warning naming them', () => {
+  const { config, warnings } = loadConfigText('nmae: typo\nnested: {prot: 1}\n', 'x.yaml', spec);
+  assert.equal(config.name, 'x');
+  assert.deepEqual(warnings, ['/nmae: unknown key, ignored', '/nested/prot: unknown key, ignored']);
+});
+
+test('${ENV} references are expanded; unknown ones stay literal', () => {
+  assert.deepEqual(expandEnv({ a: 'x-${HK_TEST_A}-${HK_TEST_MISSING}', b: ['${HK_TEST_A}'], c: 3 }, { HK_TEST_A: 'v' }), {
+    a: 'x-v-${HK_TEST_MISSING}',
+    b: ['v'],
+    c: 3,
+  });
+  process.env['HK_TEST_NAME'] = 'from-env';
+  assert.equal(loadConfigText('name: ${HK_TEST_NAME}\n', 'x.yaml', spec).config.name, 'from-env');
+});
+
+test('YAML syntax errors name the line; a missing file is one clear problem', () => {
+  assert.throws(() => loadConfigText('a: [1, 2\n', 'x.yaml', spec), (err: unknown) => err instanceof ConfigError && /line \d+/.test(err.problems[0]?.message ?? ''));
+  assert.throws(() => loadConfigText('- 1\n- 2\n', 'x.yaml', spec), /mapping/);
+  const dir = mkdtempSync(join(tmpdir(), 'hk-cfg-'));
+  assert.throws(() => loadConfigFile(join(dir, 'missing.yaml'), spec), /cannot read config: file not found/);
+  writeFileSync(join(dir, 'ok.yaml'), 'name: y\n');
+  assert.equal(loadConfigFile(join(dir, 'ok.yaml'), spec).config.name, 'y');
+});

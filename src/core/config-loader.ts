@@ -1,0 +1,227 @@
+/**
+ * Config loading shared by every role: YAML -> `${ENV}` expansion -> JSON Schema validation with
+ * defaults (the generated standalone validators) -> the role's cross-field checks -> a deeply
+ * frozen object. Every problem is collected with the JSON pointer of its field, so `check` and a
+ * refused start can list them all at once. Unknown keys are ignored with a warning.
+ */
+import { readFileSync } from 'node:fs';
+import { parseDocument, type Tags } from 'yaml';
+import { AppError, errorMessage } from './app-error.ts';
+
+/** One thing wrong with a config, at a JSON pointer (`/bandwidth/poll_interval`, `` for the root). */
+export interface ConfigProblem {
+  path: string;
+  message: string;
+}
+
+/** The shape of a generated standalone Ajv validator. */
+export interface SchemaValidator<T> {
+  (data: unknown): data is T;
+  errors?: AjvErrorLike[] | null;
+}
+
+export interface AjvErrorLike {
+  instancePath: string;
+  schemaPath: string;
+  keyword: string;
+  params: Record<string, unknown>;
+  message?: string;
+}
+
+/** A JSON Schema as far as the unknown-key walk needs it. */
+export interface SchemaNode {
+  type?: string | string[];
+  properties?: Record<string, SchemaNode>;
+  additionalProperties?: boolean | SchemaNode;
+  items?: SchemaNode;
+  oneOf?: SchemaNode[];
+  anyOf?: SchemaNode[];
+  pattern?: string;
+  enum?: unknown[];
+}
+
+export interface ConfigSpec<T> {
+  /** The generated validator; it fills defaults in place. */
+  validate: SchemaValidator<T>;
+  /** The schema the validator was generated from, for the unknown-key walk and messages. */
+  schema: SchemaNode;
+  /** Cross-field checks; they see a config that may have schema problems, so they must not trust types. */
+  checks?: (config: T, problems: ConfigProblem[]) => void;
+  /** Extra YAML tags (the proxy's `!header Name` custom-rule target). */
+  customTags?: Tags;
+}
+
+export interface LoadedConfig<T> {
+  config: Readonly<T>;
+  warnings: string[];
+}
+
+/** Thrown by loadConfig* when anything is wrong; `problems` has every one of them. */
+export class ConfigError extends AppError {
+  readonly problems: ConfigProblem[];
+  readonly source: string;
+
+  constructor(source: string, problems: ConfigProblem[]) {
+    super('ERR_CONFIG', `${source}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${formatProblems(problems)}`, {
+      status: 400,
+    });
+    this.problems = problems;
+    this.source = source;
+  }
+}
+
+/** One line per problem, `  /path: message`, in the order found. */
+export function formatProblems(problems: readonly ConfigProblem[]): string {
+  return problems.map((p) => `  ${p.path || '/'}: ${p.message}`).join('\n');
+}
+
+/**
+ * Reads and loads a config file. A missing or unreadable file is a ConfigError with one problem,
+ * so callers print it like any other config problem.
+ */
+export function loadConfigFile<T>(file: string, spec: ConfigSpec<T>): LoadedConfig<T> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : errorMessage(err);
+    throw new ConfigError(file, [{ path: '', message: `cannot read config: ${why}` }]);
+  }
+  return loadConfigText(text, file, spec);
+}
+
+/** Loads config text (YAML or JSON). Runs when a role starts, on `check`, and on reloads. */
+export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec<T>): LoadedConfig<T> {
+  const problems: ConfigProblem[] = [];
+  const doc = parseDocument(text, { customTags: spec.customTags ?? [], prettyErrors: true, uniqueKeys: true });
+  for (const err of doc.errors) {
+    const pos = err.linePos?.[0];
+    const what = (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+    problems.push({ path: '', message: `YAML error${pos ? ` at line ${pos.line} column ${pos.col}` : ''}: ${what}` });
+  }
+  if (problems.length > 0) throw new ConfigError(source, problems);
+
+  let data: unknown = doc.toJS({ maxAliasCount: 100 }) ?? {};
+  if (typeof data !== 'object' || Array.isArray(data)) {
+    throw new ConfigError(source, [{ path: '', message: 'the file must hold a mapping of keys' }]);
+  }
+  data = expandEnv(data);
+  const warnings: string[] = [];
+  walkUnknownKeys(data, spec.schema, '', warnings);
+
+  if (!spec.validate(data)) problems.push(...schemaProblems(spec.validate.errors ?? [], spec.schema));
+  if (spec.checks) {
+    try {
+      spec.checks(data as T, problems);
+    } catch (err) {
+      // A check that trips over a value of the wrong type: the schema problem is already listed.
+      if (problems.length === 0) problems.push({ path: '', message: `invalid config: ${errorMessage(err)}` });
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(source, dedupe(problems));
+  return { config: deepFreeze(data as T), warnings };
+}
+
+const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+
+/** Replaces `${NAME}` in every string with the variable's value; unknown variables stay literal. */
+export function expandEnv<T>(value: T, env: NodeJS.ProcessEnv = process.env): T {
+  if (typeof value === 'string') {
+    return value.replace(ENV_REF, (whole, name: string) => env[name] ?? whole) as T;
+  }
+  if (Array.isArray(value)) return value.map((v) => expandEnv(v, env)) as T;
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env);
+    return out as T;
+  }
+  return value;
+}
+
+function walkUnknownKeys(data: unknown, schema: SchemaNode | undefined, path: string, warnings: string[]): void {
+  if (!schema || data === null || typeof data !== 'object') return;
+  if (Array.isArray(data)) {
+    data.forEach((item, i) => walkUnknownKeys(item, schema.items, `${path}/${i}`, warnings));
+    return;
+  }
+  const props = schema.properties;
+  for (const [key, value] of Object.entries(data)) {
+    const child = props?.[key];
+    if (child) {
+      walkUnknownKeys(value, child, `${path}/${key}`, warnings);
+    } else if (props && schema.additionalProperties === undefined) {
+      warnings.push(`${path}/${key}: unknown key, ignored`);
+    }
+  }
+}
+
+const DURATION_PATTERN = '^[0-9]+(ms|s|m|h|d)$';
+
+/** Turns Ajv errors into problems with readable messages; one problem per failed oneOf/anyOf. */
+function schemaProblems(errors: readonly AjvErrorLike[], _schema: SchemaNode): ConfigProblem[] {
+  const unions = errors.filter((e) => e.keyword === 'oneOf' || e.keyword === 'anyOf');
+  const out: ConfigProblem[] = [];
+  for (const e of errors) {
+    const insideUnion = unions.some((u) => u !== e && e.schemaPath.startsWith(u.schemaPath.replace(/\/(oneOf|anyOf)$/, '/$1/')));
+    if (insideUnion) continue;
+    out.push({ path: e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath, message: describe(e) });
+  }
+  return out;
+}
+
+function describe(e: AjvErrorLike): string {
+  const p = e.params;
+  switch (e.keyword) {
+    case 'required':
+      return 'is required';
+    case 'type':
+      return `must be ${String(p['type']).replace(',', ' or ')}`;
+    case 'enum':
+      return `must be one of: ${(p['allowedValues'] as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'const':
+      return `must be ${JSON.stringify(p['allowedValue'])}`;
+    case 'pattern':
+      return p['pattern'] === DURATION_PATTERN ? 'must be a duration such as 5s, 1m or 1h' : `must match ${String(p['pattern'])}`;
+    case 'minimum':
+      return `must be at least ${String(p['limit'])}`;
+    case 'maximum':
+      return `must be at most ${String(p['limit'])}`;
+    case 'exclusiveMinimum':
+      return `must be above ${String(p['limit'])}`;
+    case 'minLength':
+      return `must be at least ${String(p['limit'])} characters long`;
+    case 'maxLength':
+      return `must be at most ${String(p['limit'])} characters long`;
+    case 'minItems':
+      return `must have at least ${String(p['limit'])} item${p['limit'] === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `must have at most ${String(p['limit'])} items`;
+    case 'oneOf':
+    case 'anyOf':
+      return 'does not match any of the allowed forms';
+    case 'additionalProperties':
+      return `unknown field ${JSON.stringify(p['additionalProperty'])}`;
+    default:
+      return e.message ?? `fails ${e.keyword}`;
+  }
+}
+
+function dedupe(problems: ConfigProblem[]): ConfigProblem[] {
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const key = `${p.path}\0${p.message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/** Freezes an object graph so no part of a loaded config can be changed by accident. */
+export function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}

@@ -1,0 +1,41 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createShutdown } from './shutdown.ts';
+
+test('steps run newest first, once, and a failing or hanging step does not stop the rest', async () => {
+  const order: string[] = [];
+  const sd = createShutdown({ timeoutMs: 50 });
+  sd.add('store', () => order.push('store'));
+  sd.add('hang', () => new Promise(() => undefined));
+  sd.add('fail', () => {
+    throw new Error('x');
+  });
+  sd.add('api', async () => {
+    order.push('api');
+  });
+  await Promise.all([sd.run('test'), sd.run('again')]);
+  assert.deepEqual(order, ['api', 'store']);
+});
+
+test('SIGTERM runs the steps and exits 0', async () => {
+  const code = `
+    import { createShutdown, exitOnSignals } from ${JSON.stringify(new URL('./shutdown.ts', import.meta.url).href)};
+    const sd = createShutdown();
+    sd.add('flush', () => process.stdout.write('flushed\\n'));
+    exitOnSignals(sd);
+    setInterval(() => {}, 1000);
+    process.stdout.write('ready\\n');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.includes('ready') && !out.includes('sent')) {
+      out += 'sent';
+      child.kill('SIGTERM');
+    }
+  });
+  const exitCode = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  assert.equal(exitCode, 0);
+  assert.match(out, /flushed/);
+});

@@ -1,0 +1,61 @@
+/**
+ * Graceful shutdown: daemons register cleanup steps (stop accepting, finish the cycle, flush the
+ * store and logs); SIGTERM or SIGINT runs them newest first, each bounded by a timeout, then exits.
+ * A second signal exits at once with code 1.
+ */
+import type { Logger } from 'pino';
+
+type Step = { name: string; run: () => unknown };
+
+export interface Shutdown {
+  /** Adds a step run at shutdown; steps run in reverse order of registration. */
+  add(name: string, run: () => unknown): void;
+  /** Runs every step (once) and resolves when done; used by signals and by tests. */
+  run(reason: string): Promise<void>;
+}
+
+export function createShutdown(opts: { logger?: Logger; timeoutMs?: number } = {}): Shutdown {
+  const steps: Step[] = [];
+  let running: Promise<void> | undefined;
+
+  async function run(reason: string): Promise<void> {
+    if (running) return running;
+    running = (async () => {
+      opts.logger?.info({ reason }, 'shutting down');
+      for (const step of [...steps].reverse()) {
+        let timer: NodeJS.Timeout | undefined;
+        const timeout = new Promise<'timeout'>((res) => {
+          timer = setTimeout(() => res('timeout'), opts.timeoutMs ?? 10_000);
+        });
+        try {
+          const outcome = await Promise.race([Promise.resolve().then(step.run), timeout]);
+          if (outcome === 'timeout') opts.logger?.warn({ step: step.name }, 'shutdown step timed out');
+        } catch (err) {
+          opts.logger?.error({ err, step: step.name }, 'shutdown step failed');
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+    })();
+    return running;
+  }
+
+  return {
+    add(name, fn) {
+      steps.push({ name, run: fn });
+    },
+    run,
+  };
+}
+
+/** Installs SIGTERM/SIGINT handlers that run `shutdown` and exit 0; a second signal exits 1. */
+export function exitOnSignals(shutdown: Shutdown, exit: (code: number) => void = (c) => process.exit(c)): void {
+  let seen = false;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (seen) exit(1);
+    seen = true;
+    void shutdown.run(signal).then(() => exit(0));
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}

@@ -1,0 +1,78 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { AppError } from '../core/app-error.ts';
+import { createApiServer, createBearerCheck } from './http-api.ts';
+
+async function withServer(codeOnSuccess: boolean, fn: (base: string) => Promise<void>): Promise<void> {
+  const api = createApiServer({ codeOnSuccess });
+  const check = createBearerCheck(() => 'a'.repeat(64));
+  api.app.get('/ok', () => api.ok({ hello: 'world' }));
+  api.app.post('/echo', (req) => api.ok({ body: req.body }));
+  api.app.get('/missing', () => {
+    throw new AppError('ERR_NOT_FOUND', 'unknown server', { status: 404 });
+  });
+  api.app.get('/boom', () => {
+    throw new Error('secret detail');
+  });
+  api.app.get('/auth', (req, reply) => (check(req.headers.authorization) ? api.ok({}) : api.fail(reply, 401, 'ERR_UNAUTHORIZED', 'invalid token')));
+  const base = await api.app.listen({ host: '127.0.0.1', port: 0 });
+  try {
+    await fn(base);
+  } finally {
+    await api.app.close();
+  }
+}
+
+test('success envelope: node API style has meta.code "", panel style omits it', async () => {
+  await withServer(true, async (base) => {
+    const res = await fetch(`${base}/ok`);
+    assert.equal(res.status, 200);
+    assert.deepEqual(await res.json(), { success: true, data: { hello: 'world' }, error: null, meta: { version: '1.0.0', code: '' } });
+  });
+  await withServer(false, async (base) => {
+    assert.deepEqual((await (await fetch(`${base}/ok`)).json()).meta, { version: '1.0.0' });
+  });
+});
+
+test('errors are envelopes: AppError, unknown route, malformed JSON, oversized body, internal', async () => {
+  await withServer(true, async (base) => {
+    const missing = await fetch(`${base}/missing`);
+    assert.equal(missing.status, 404);
+    assert.deepEqual(await missing.json(), { success: false, data: null, error: 'unknown server', meta: { version: '1.0.0', code: 'ERR_NOT_FOUND' } });
+
+    const noRoute = await fetch(`${base}/nope`);
+    assert.equal(noRoute.status, 404);
+    assert.equal((await noRoute.json()).meta.code, 'ERR_NOT_FOUND');
+
+    const bad = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":' });
+    assert.equal(bad.status, 400);
+    assert.deepEqual(await bad.json(), { success: false, data: null, error: 'malformed JSON body', meta: { version: '1.0.0', code: 'ERR_BAD_REQUEST' } });
+
+    const big = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x: 'y'.repeat(1024 * 1024) }) });
+    assert.equal(big.status, 413);
+    assert.equal((await big.json()).success, false);
+
+    const fine = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x: 'y'.repeat(1000) }) });
+    assert.equal(fine.status, 200);
+
+    const boom = await fetch(`${base}/boom`);
+    assert.equal(boom.status, 500);
+    const body = await boom.json();
+    assert.equal(body.meta.code, 'ERR_INTERNAL');
+    assert.ok(!JSON.stringify(body).includes('secret detail'));
+  });
+});
+
+test('bearer check: right token only, whatever the length of a wrong one', async () => {
+  await withServer(true, async (base) => {
+    const status = async (auth?: string) => (await fetch(`${base}/auth`, auth ? { headers: { authorization: auth } } : {})).status;
+    assert.equal(await status(`Bearer ${'a'.repeat(64)}`), 200);
+    assert.equal(await status(), 401);
+    assert.equal(await status('Bearer short'), 401);
+    assert.equal(await status(`Bearer ${'a'.repeat(65)}`), 401);
+    assert.equal(await status(`Bearer ${'a'.repeat(63)}b`), 401);
+    assert.equal(await status(`Basic ${'a'.repeat(64)}`), 401);
+  });
+  const empty = createBearerCheck(() => '');
+  assert.equal(empty('Bearer '), false);
+});

@@ -1,0 +1,96 @@
+/**
+ * The JSON API server helper shared by the node agent and the panel's node-facing API: Fastify
+ * with a 1 MiB body cap, the response envelope of spec/1 §2.1 on every answer (errors included),
+ * malformed JSON -> 400, unknown routes -> 404, and one place that maps errors to HTTP.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
+import type { Logger } from 'pino';
+import { AppError } from '../core/app-error.ts';
+import { SERVICE_VERSION } from '../core/version.ts';
+import { MIB } from './units.ts';
+
+export interface Envelope<T> {
+  success: boolean;
+  data: T | null;
+  error: string | null;
+  meta: { version: string; code?: string };
+}
+
+export interface ApiServerOptions {
+  logger?: Logger;
+  /** Request body cap in bytes; spec/1 §4: 1 MiB. */
+  bodyLimit?: number;
+  /** The node API sends `meta.code: ""` on success; the panel's node-facing API omits it. */
+  codeOnSuccess: boolean;
+}
+
+export interface ApiServer {
+  app: FastifyInstance;
+  /** The success envelope around `data`. */
+  ok<T>(data: T): Envelope<T>;
+  /** Sends a failure envelope with the given status and `ERR_*` code. */
+  fail(reply: FastifyReply, status: number, code: string, message: string): FastifyReply;
+}
+
+/** A failure envelope; `data` is always null. */
+export function failureEnvelope(code: string, message: string): Envelope<null> {
+  return { success: false, data: null, error: message, meta: { version: SERVICE_VERSION, code } };
+}
+
+/**
+ * Creates the server (not listening yet). Routes return `api.ok(data)` or throw an AppError whose
+ * `code` and `status` become the envelope; anything else is a 500 ERR_INTERNAL logged with its cause.
+ */
+export function createApiServer(opts: ApiServerOptions): ApiServer {
+  const app = Fastify({
+    bodyLimit: opts.bodyLimit ?? MIB,
+    ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
+    disableRequestLogging: true,
+    return503OnClosing: true,
+  });
+
+  const ok = <T>(data: T): Envelope<T> => ({
+    success: true,
+    data,
+    error: null,
+    meta: opts.codeOnSuccess ? { version: SERVICE_VERSION, code: '' } : { version: SERVICE_VERSION },
+  });
+  const fail = (reply: FastifyReply, status: number, code: string, message: string): FastifyReply =>
+    reply.code(status).type('application/json').send(failureEnvelope(code, message));
+
+  app.setNotFoundHandler((req, reply) => fail(reply, 404, 'ERR_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    if (err instanceof AppError) return fail(reply, err.status, err.code, err.message);
+    switch (err.code) {
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return fail(reply, 413, 'ERR_BAD_REQUEST', `request body is larger than ${opts.bodyLimit ?? MIB} bytes`);
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return fail(reply, 400, 'ERR_BAD_REQUEST', 'malformed JSON body');
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return fail(reply, 415, 'ERR_BAD_REQUEST', 'request body must be application/json');
+    }
+    if (err instanceof SyntaxError || err.statusCode === 400) return fail(reply, 400, 'ERR_BAD_REQUEST', 'malformed request');
+    req.log.error({ err, url: req.url, method: req.method }, 'request failed');
+    return fail(reply, 500, 'ERR_INTERNAL', 'internal error');
+  });
+  return { app, ok, fail };
+}
+
+/**
+ * Bearer-token check in constant time that does not reveal the token's length: both sides are
+ * reduced to an HMAC under a per-process key before timingSafeEqual. `expected` is read on every
+ * call, so a rotated token applies to the next request. Returns false for a missing header.
+ */
+export function createBearerCheck(expected: () => string): (authorization: string | undefined) => boolean {
+  const key = randomBytes(32);
+  const digest = (s: string): Buffer => createHmac('sha256', key).update(s).digest();
+  return function bearerMatches(authorization) {
+    const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization ?? '');
+    const presented = m?.[1] ?? '';
+    const wanted = expected();
+    const same = timingSafeEqual(digest(presented), digest(wanted));
+    return same && presented !== '' && wanted !== '';
+  };
+}
