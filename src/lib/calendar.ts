@@ -1,0 +1,110 @@
+/**
+ * Quota calendar periods in an IANA time zone (spec/1 §2.2 rule 7): day = midnight, week =
+ * Monday 00:00, month = the 1st at 00:00, all local to the zone and correct across DST changes.
+ * Used by the node agent's accounting and history and by the container daemon's daily quotas.
+ */
+
+export type Period = 'day' | 'week' | 'month';
+export const PERIODS: readonly Period[] = ['day', 'week', 'month'];
+
+interface LocalParts {
+  year: number;
+  month: number; // 1-12
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+  weekday: number; // 0 = Monday ... 6 = Sunday
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+const WEEKDAYS: Record<string, number> = { Mon: 0, Tue: 1, Wed: 2, Thu: 3, Fri: 4, Sat: 5, Sun: 6 };
+
+function formatter(tz: string): Intl.DateTimeFormat {
+  let f = formatters.get(tz);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: tz,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+      weekday: 'short',
+    });
+    formatters.set(tz, f);
+  }
+  return f;
+}
+
+/** The wall-clock fields of `ms` in zone `tz`. */
+export function localParts(ms: number, tz: string): LocalParts {
+  const out: Record<string, string> = {};
+  for (const p of formatter(tz).formatToParts(ms)) out[p.type] = p.value;
+  return {
+    year: Number(out['year']),
+    month: Number(out['month']),
+    day: Number(out['day']),
+    hour: Number(out['hour']),
+    minute: Number(out['minute']),
+    second: Number(out['second']),
+    weekday: WEEKDAYS[out['weekday'] ?? 'Mon'] ?? 0,
+  };
+}
+
+/** Offset of `tz` from UTC at instant `ms`, in milliseconds (positive east of Greenwich). */
+function offsetAt(ms: number, tz: string): number {
+  const p = localParts(ms, tz);
+  const asUtc = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
+  return asUtc - Math.floor(ms / 1000) * 1000;
+}
+
+/**
+ * The instant of local midnight starting calendar date y-m-d in `tz`. Where midnight does not
+ * exist (a DST jump at 00:00), the first instant of that day.
+ */
+export function localMidnight(year: number, month: number, day: number, tz: string): number {
+  const wall = Date.UTC(year, month - 1, day);
+  let guess = wall - offsetAt(wall, tz);
+  const second = wall - offsetAt(guess, tz);
+  if (second !== guess) guess = Math.min(guess, second);
+  // A skipped midnight: the guess falls on the previous day; move to the first instant of the day.
+  const p = localParts(guess, tz);
+  if (Date.UTC(p.year, p.month - 1, p.day) < wall) guess += 3_600_000 - ((p.minute * 60 + p.second) * 1000);
+  return guess;
+}
+
+/** Start of the calendar period containing instant `ms` in `tz`. */
+export function periodStart(ms: number, period: Period, tz: string): number {
+  const p = localParts(ms, tz);
+  if (period === 'day') return localMidnight(p.year, p.month, p.day, tz);
+  if (period === 'month') return localMidnight(p.year, p.month, 1, tz);
+  const monday = new Date(Date.UTC(p.year, p.month - 1, p.day - p.weekday));
+  return localMidnight(monday.getUTCFullYear(), monday.getUTCMonth() + 1, monday.getUTCDate(), tz);
+}
+
+/** Start of the period after the one containing `ms`: the next reset boundary. */
+export function nextPeriodStart(ms: number, period: Period, tz: string): number {
+  const p = localParts(periodStart(ms, period, tz), tz);
+  const next =
+    period === 'day'
+      ? new Date(Date.UTC(p.year, p.month - 1, p.day + 1))
+      : period === 'week'
+        ? new Date(Date.UTC(p.year, p.month - 1, p.day + 7))
+        : new Date(Date.UTC(p.year, p.month, 1));
+  return localMidnight(next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate(), tz);
+}
+
+/**
+ * A stable key of the period containing `ms` (`2026-11-23`, `W2026-11-23` for the week starting
+ * that Monday, `2026-11`): counters store it and reset when it changes.
+ */
+export function periodKey(ms: number, period: Period, tz: string): string {
+  const p = localParts(periodStart(ms, period, tz), tz);
+  const date = `${p.year}-${String(p.month).padStart(2, '0')}-${String(p.day).padStart(2, '0')}`;
+  if (period === 'day') return date;
+  if (period === 'week') return `W${date}`;
+  return date.slice(0, 7);
+}
