@@ -1,0 +1,149 @@
+/**
+ * A container's host-side veth and its byte counters. Used by the node agent's meter phase and by
+ * the container daemon: counters are read on the host end of the pair, so they keep working for
+ * every image (no tools needed inside the container) and one read of /proc/net/dev covers them all.
+ */
+import { execFile } from 'node:child_process';
+import { readFile, readdir, readlink } from 'node:fs/promises';
+import { promisify } from 'node:util';
+
+const execFileP = promisify(execFile);
+
+export interface HostVeth {
+  iface: string;
+  ifindex: number;
+}
+
+export interface IfaceCounters {
+  rxBytes: number;
+  txBytes: number;
+}
+
+/** ifindex -> host interface name; rebuilt on a miss because containers come and go. */
+let hostIndex: Map<number, string> | undefined;
+
+async function readHostIndex(): Promise<Map<number, string>> {
+  const map = new Map<number, string>();
+  const names = await readdir('/sys/class/net');
+  await Promise.all(
+    names.map(async (name) => {
+      const idx = await readInt(`/sys/class/net/${name}/ifindex`);
+      if (idx !== undefined) map.set(idx, name);
+    }),
+  );
+  return map;
+}
+
+async function readInt(path: string): Promise<number | undefined> {
+  try {
+    const n = Number.parseInt((await readFile(path, 'utf8')).trim(), 10);
+    return Number.isSafeInteger(n) ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The container's eth0: its own ifindex and its `iflink` (the peer's ifindex), as seen from the
+ * container. sysfs inside the container is mounted in its network namespace, so reading it through
+ * /proc/<pid>/root needs no process; containers without their own sysfs fall back to `ip` run in
+ * the container's namespace, whose `N: eth0@ifM` line says the same.
+ */
+async function containerEth0(pid: number): Promise<{ ifindex: number; iflink: number } | undefined> {
+  const base = `/proc/${pid}/root/sys/class/net/eth0`;
+  const [ifindex, iflink] = await Promise.all([readInt(`${base}/ifindex`), readInt(`${base}/iflink`)]);
+  if (ifindex !== undefined && iflink !== undefined) return { ifindex, iflink };
+  try {
+    const { stdout } = await execFileP('nsenter', ['-t', String(pid), '-n', 'ip', '-o', 'link', 'show', 'eth0'], {
+      timeout: 5000,
+    });
+    const m = /^(\d+):\s+eth0@if(\d+)\b/m.exec(stdout);
+    if (m?.[1] === undefined || m[2] === undefined) return undefined;
+    return { ifindex: Number(m[1]), iflink: Number(m[2]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A container sharing the host's network namespace (`--network host`) has the host's eth0, whose
+ * iflink is its own ifindex: without this check it would be "found" as the host's uplink.
+ */
+async function sharesHostNetns(pid: number): Promise<boolean> {
+  try {
+    const [theirs, ours] = await Promise.all([readlink(`/proc/${pid}/ns/net`), readlink('/proc/self/ns/net')]);
+    return theirs === ours;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs when the agent (re)discovers a running container (its init `pid` from the engine).
+ * Returns the host interface paired with the container's eth0, or null when the process is gone,
+ * the container has no eth0 (`--network none`), its eth0 is not a veth (macvlan, ipvlan), or it
+ * shares the host's network namespace.
+ * The ifindex -> name map of the host is cached and rebuilt once on a miss or a stale entry.
+ */
+export async function hostVethOf(pid: number): Promise<HostVeth | null> {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return null;
+  if (await sharesHostNetns(pid)) return null;
+  const eth0 = await containerEth0(pid);
+  if (eth0 === undefined) return null;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    if (hostIndex === undefined || attempt > 0) hostIndex = await readHostIndex();
+    const iface = hostIndex.get(eth0.iflink);
+    if (iface === undefined) continue;
+    // A cached name is trusted only while it still has that ifindex (indexes get reused), and
+    // only if it points back at the container's eth0: a macvlan/ipvlan eth0's iflink names its
+    // host parent (the uplink), which must never be mistaken for the container's own interface.
+    const [idx, back] = await Promise.all([
+      readInt(`/sys/class/net/${iface}/ifindex`),
+      readInt(`/sys/class/net/${iface}/iflink`),
+    ]);
+    if (idx !== eth0.iflink) continue;
+    return back === eth0.ifindex ? { iface, ifindex: idx } : null;
+  }
+  return null;
+}
+
+/**
+ * Parses the text of /proc/net/dev. Pure; returns every interface's rx/tx byte counters.
+ * Interface names cannot contain ':' (the kernel refuses them), so the first ':' ends the name even
+ * in the old layout where the first number follows it without a space.
+ */
+export function parseNetDev(text: string): Map<string, IfaceCounters> {
+  const out = new Map<string, IfaceCounters>();
+  for (const line of text.split('\n')) {
+    const colon = line.indexOf(':');
+    if (colon < 0) continue;
+    const name = line.slice(0, colon).trim();
+    if (name === '' || name.includes('|')) continue;
+    const fields = line.slice(colon + 1).trim().split(/\s+/);
+    // 8 receive columns then 8 transmit columns; bytes are the first of each group.
+    if (fields.length < 16) continue;
+    const rxBytes = Number(fields[0]);
+    const txBytes = Number(fields[8]);
+    if (!Number.isSafeInteger(rxBytes) || !Number.isSafeInteger(txBytes)) continue;
+    out.set(name, { rxBytes, txBytes });
+  }
+  return out;
+}
+
+/**
+ * Runs once per meter cycle. Reads /proc/net/dev once (the host's view) and returns the counters
+ * of the asked interfaces that exist; a missing interface is simply absent from the map.
+ *
+ * Direction: these are the HOST end's counters, so for a container's veth `rxBytes` is what the
+ * container SENT (its upload / TX) and `txBytes` is what was sent TO the container (its download /
+ * RX). Callers swap them when they account from the container's point of view.
+ */
+export async function readCounters(ifaces: string[]): Promise<Map<string, IfaceCounters>> {
+  const all = parseNetDev(await readFile('/proc/net/dev', 'utf8'));
+  const out = new Map<string, IfaceCounters>();
+  for (const name of ifaces) {
+    const c = all.get(name);
+    if (c !== undefined) out.set(name, c);
+  }
+  return out;
+}
