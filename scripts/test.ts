@@ -40,7 +40,7 @@ async function runSuite(suite: Suite): Promise<{ passed: number; failed: number;
   stream.on('test:summary', (s) => {
     if (s.file !== undefined) return;
     counts.passed += s.counts.passed;
-    counts.failed += s.counts.failed + s.counts.cancelled;
+    counts.failed += s.counts.tests - s.counts.passed - s.counts.skipped - s.counts.todo;
     counts.skipped += s.counts.skipped + s.counts.todo;
   });
   await new Promise<void>((resolve, reject) => {

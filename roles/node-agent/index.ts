@@ -1,6 +1,9 @@
 import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, subcommand } from '../../src/core/cli.ts';
 import { loadNodeAgentConfig, nodeAgentConfigPath, DEFAULT_CONFIG_PATH } from './config.ts';
+import { agentSocketPath, historyCommand, statsCommand, statusCommand, unthrottleCommand } from './cli.ts';
+
+const CONFIG_HELP = `config file (default: $BANDWIDTH_NODE_CONFIG, else ${DEFAULT_CONFIG_PATH})`;
 
 /** `bandwidth-node` / `hostkit node-agent`: the per-node bandwidth agent of spec/1. */
 export const nodeAgentRole: RoleDefinition = {
@@ -8,8 +11,35 @@ export const nodeAgentRole: RoleDefinition = {
   alias: 'bandwidth-node',
   summary: 'node bandwidth agent: meters and shapes each server’s traffic, serves the node API',
   register(cmd) {
+    subcommand(cmd, 'serve', 'run the agent (metering, quotas, tc enforcement, node API, panel client)')
+      .option('-c, --config <file>', CONFIG_HELP)
+      .action(async (opts: { config?: string }) => {
+        // Loaded on demand: the daemon's dependencies (Docker client, tc) are not needed by the CLI commands.
+        const { serveNodeAgent } = await import('./serve.ts');
+        await serveNodeAgent(nodeAgentConfigPath(opts.config));
+      });
     subcommand(cmd, 'check', 'validate the config file, print every problem and exit 1, or print ok')
-      .option('-c, --config <file>', `config file (default: $BANDWIDTH_NODE_CONFIG, else ${DEFAULT_CONFIG_PATH})`)
+      .option('-c, --config <file>', CONFIG_HELP)
       .action((opts: { config?: string }) => reportCheck(loadNodeAgentConfig(nodeAgentConfigPath(opts.config))));
+    const socketOf = (opts: { config?: string }): string => agentSocketPath(nodeAgentConfigPath(opts.config));
+    subcommand(cmd, 'status', 'show the running agent’s state (panel, docker, counts, queued events)')
+      .option('-c, --config <file>', CONFIG_HELP)
+      .option('--json', 'print JSON')
+      .action((opts: { config?: string; json?: boolean }) => statusCommand(socketOf(opts), opts.json === true));
+    subcommand(cmd, 'stats', 'show every server’s counters, rates and quota state')
+      .option('-c, --config <file>', CONFIG_HELP)
+      .option('--json', 'print JSON')
+      .action((opts: { config?: string; json?: boolean }) => statsCommand(socketOf(opts), opts.json === true));
+    subcommand(cmd, 'history <uuid>', 'show a server’s usage since the start of the current period')
+      .option('-c, --config <file>', CONFIG_HELP)
+      .option('--period <period>', 'day, week or month', 'day')
+      .option('--bucket <bucket>', 'hour or day', 'hour')
+      .option('--json', 'print JSON')
+      .action((uuid: string, opts: { config?: string; period: string; bucket: string; json?: boolean }) =>
+        historyCommand(socketOf(opts), uuid, opts.period, opts.bucket, opts.json === true),
+      );
+    subcommand(cmd, 'unthrottle <uuid>', 'clear a server’s exceeded quotas until their periods reset')
+      .option('-c, --config <file>', CONFIG_HELP)
+      .action((uuid: string, opts: { config?: string }) => unthrottleCommand(socketOf(opts), uuid));
   },
 };

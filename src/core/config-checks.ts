@@ -58,7 +58,8 @@ export function httpUrlProblem(value: string): string | undefined {
 
 export function checkHttpUrl(config: unknown, path: string, problems: ConfigProblem[]): void {
   const v = at(config, path);
-  if (typeof v !== 'string' || v === '') return;
+  // An unset ${VAR} stays literal and is reported as a warning by the loader.
+  if (typeof v !== 'string' || v === '' || v.includes('${')) return;
   const why = httpUrlProblem(v);
   if (why) problems.push({ path, message: `${why} (got ${JSON.stringify(v)})` });
 }

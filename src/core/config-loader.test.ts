@@ -86,6 +86,9 @@ test('${ENV} references are expanded; unknown ones stay literal', () => {
   });
   process.env['HK_TEST_NAME'] = 'from-env';
   assert.equal(loadConfigText('name: ${HK_TEST_NAME}\n', 'x.yaml', spec).config.name, 'from-env');
+  const unset = loadConfigText('name: ${HK_TEST_UNSET_VAR}\n', 'x.yaml', spec);
+  assert.equal(unset.config.name, '${HK_TEST_UNSET_VAR}');
+  assert.deepEqual(unset.warnings, ['/name: environment variable HK_TEST_UNSET_VAR is not set; ${HK_TEST_UNSET_VAR} stays literal']);
 });
 
 test('YAML syntax errors name the line; a missing file is one clear problem', () => {

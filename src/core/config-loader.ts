@@ -30,6 +30,7 @@ export interface AjvErrorLike {
 
 /** A JSON Schema as far as the unknown-key walk needs it. */
 export interface SchemaNode {
+  [keyword: string]: unknown;
   type?: string | string[];
   properties?: Record<string, SchemaNode>;
   additionalProperties?: boolean | SchemaNode;
@@ -109,6 +110,7 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
   data = expandEnv(data);
   const warnings: string[] = [];
   walkUnknownKeys(data, spec.schema, '', warnings);
+  walkUnresolvedEnv(data, '', warnings);
 
   if (!spec.validate(data)) problems.push(...schemaProblems(spec.validate.errors ?? [], spec.schema));
   if (spec.checks) {
@@ -137,6 +139,15 @@ export function expandEnv<T>(value: T, env: NodeJS.ProcessEnv = process.env): T 
     return out as T;
   }
   return value;
+}
+
+/** Unknown `${VAR}` references stay literal (spec/3 §2.9); say so, since whatever uses the value will fail. */
+function walkUnresolvedEnv(data: unknown, path: string, warnings: string[]): void {
+  if (typeof data === 'string') {
+    for (const m of data.matchAll(ENV_REF)) warnings.push(`${path}: environment variable ${m[1]} is not set; ${m[0]} stays literal`);
+  } else if (data !== null && typeof data === 'object') {
+    for (const [k, v] of Object.entries(data)) walkUnresolvedEnv(v, `${path}/${k}`, warnings);
+  }
 }
 
 function walkUnknownKeys(data: unknown, schema: SchemaNode | undefined, path: string, warnings: string[]): void {

@@ -1,10 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../core/app-error.ts';
-import { createApiServer, createBearerCheck } from './http-api.ts';
+import { createApiServer, createBearerCheck, type Envelope } from './http-api.ts';
+
+const json = async (res: Response): Promise<Envelope<unknown>> => (await res.json()) as Envelope<unknown>;
 
 async function withServer(codeOnSuccess: boolean, fn: (base: string) => Promise<void>): Promise<void> {
-  const api = createApiServer({ codeOnSuccess });
+  const api = createApiServer({ codeOnSuccess, version: '1.0.0' });
   const check = createBearerCheck(() => 'a'.repeat(64));
   api.app.get('/ok', () => api.ok({ hello: 'world' }));
   api.app.post('/echo', (req) => api.ok({ body: req.body }));
@@ -27,10 +29,10 @@ test('success envelope: node API style has meta.code "", panel style omits it', 
   await withServer(true, async (base) => {
     const res = await fetch(`${base}/ok`);
     assert.equal(res.status, 200);
-    assert.deepEqual(await res.json(), { success: true, data: { hello: 'world' }, error: null, meta: { version: '1.0.0', code: '' } });
+    assert.deepEqual(await json(res), { success: true, data: { hello: 'world' }, error: null, meta: { version: '1.0.0', code: '' } });
   });
   await withServer(false, async (base) => {
-    assert.deepEqual((await (await fetch(`${base}/ok`)).json()).meta, { version: '1.0.0' });
+    assert.deepEqual((await json(await fetch(`${base}/ok`))).meta, { version: '1.0.0' });
   });
 });
 
@@ -38,26 +40,26 @@ test('errors are envelopes: AppError, unknown route, malformed JSON, oversized b
   await withServer(true, async (base) => {
     const missing = await fetch(`${base}/missing`);
     assert.equal(missing.status, 404);
-    assert.deepEqual(await missing.json(), { success: false, data: null, error: 'unknown server', meta: { version: '1.0.0', code: 'ERR_NOT_FOUND' } });
+    assert.deepEqual(await json(missing), { success: false, data: null, error: 'unknown server', meta: { version: '1.0.0', code: 'ERR_NOT_FOUND' } });
 
     const noRoute = await fetch(`${base}/nope`);
     assert.equal(noRoute.status, 404);
-    assert.equal((await noRoute.json()).meta.code, 'ERR_NOT_FOUND');
+    assert.equal((await json(noRoute)).meta.code, 'ERR_NOT_FOUND');
 
     const bad = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":' });
     assert.equal(bad.status, 400);
-    assert.deepEqual(await bad.json(), { success: false, data: null, error: 'malformed JSON body', meta: { version: '1.0.0', code: 'ERR_BAD_REQUEST' } });
+    assert.deepEqual(await json(bad), { success: false, data: null, error: 'malformed JSON body', meta: { version: '1.0.0', code: 'ERR_BAD_REQUEST' } });
 
     const big = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x: 'y'.repeat(1024 * 1024) }) });
     assert.equal(big.status, 413);
-    assert.equal((await big.json()).success, false);
+    assert.equal((await json(big)).success, false);
 
     const fine = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x: 'y'.repeat(1000) }) });
     assert.equal(fine.status, 200);
 
     const boom = await fetch(`${base}/boom`);
     assert.equal(boom.status, 500);
-    const body = await boom.json();
+    const body = await json(boom);
     assert.equal(body.meta.code, 'ERR_INTERNAL');
     assert.ok(!JSON.stringify(body).includes('secret detail'));
   });

@@ -6,8 +6,6 @@
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
-import { AppError } from '../core/app-error.ts';
-import { SERVICE_VERSION } from '../core/version.ts';
 import { MIB } from './units.ts';
 
 export interface Envelope<T> {
@@ -18,6 +16,8 @@ export interface Envelope<T> {
 }
 
 export interface ApiServerOptions {
+  /** The service version for every envelope's meta.version. */
+  version: string;
   logger?: Logger;
   /** Request body cap in bytes; spec/1 §4: 1 MiB. */
   bodyLimit?: number;
@@ -34,19 +34,32 @@ export interface ApiServer {
 }
 
 /** A failure envelope; `data` is always null. */
-export function failureEnvelope(code: string, message: string): Envelope<null> {
-  return { success: false, data: null, error: message, meta: { version: SERVICE_VERSION, code } };
+export function failureEnvelope(version: string, code: string, message: string): Envelope<null> {
+  return { success: false, data: null, error: message, meta: { version, code } };
+}
+
+/** An error that carries its own HTTP mapping (core's AppError is one). */
+interface MappedError {
+  code: string;
+  status: number;
+  message: string;
+}
+
+function isMapped(err: unknown): err is MappedError {
+  const e = err as Partial<MappedError> | null;
+  return typeof e?.code === 'string' && e.code.startsWith('ERR_') && typeof e.status === 'number';
 }
 
 /**
- * Creates the server (not listening yet). Routes return `api.ok(data)` or throw an AppError whose
- * `code` and `status` become the envelope; anything else is a 500 ERR_INTERNAL logged with its cause.
+ * Creates the server (not listening yet). Routes return `api.ok(data)` or throw an error with an
+ * `ERR_*` code and a status (an AppError), which become the envelope; anything else is a 500
+ * ERR_INTERNAL logged with its cause.
  */
 export function createApiServer(opts: ApiServerOptions): ApiServer {
   const app = Fastify({
     bodyLimit: opts.bodyLimit ?? MIB,
-    ...(opts.logger ? { loggerInstance: opts.logger } : { logger: false }),
-    disableRequestLogging: true,
+    // Fastify's own request logging stays off; the routes log what matters through opts.logger.
+    logger: false,
     return503OnClosing: true,
   });
 
@@ -54,14 +67,14 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     success: true,
     data,
     error: null,
-    meta: opts.codeOnSuccess ? { version: SERVICE_VERSION, code: '' } : { version: SERVICE_VERSION },
+    meta: opts.codeOnSuccess ? { version: opts.version, code: '' } : { version: opts.version },
   });
   const fail = (reply: FastifyReply, status: number, code: string, message: string): FastifyReply =>
-    reply.code(status).type('application/json').send(failureEnvelope(code, message));
+    reply.code(status).type('application/json').send(failureEnvelope(opts.version, code, message));
 
   app.setNotFoundHandler((req, reply) => fail(reply, 404, 'ERR_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
   app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
-    if (err instanceof AppError) return fail(reply, err.status, err.code, err.message);
+    if (isMapped(err)) return fail(reply, err.status, err.code, err.message);
     switch (err.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return fail(reply, 413, 'ERR_BAD_REQUEST', `request body is larger than ${opts.bodyLimit ?? MIB} bytes`);
@@ -72,7 +85,7 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
         return fail(reply, 415, 'ERR_BAD_REQUEST', 'request body must be application/json');
     }
     if (err instanceof SyntaxError || err.statusCode === 400) return fail(reply, 400, 'ERR_BAD_REQUEST', 'malformed request');
-    req.log.error({ err, url: req.url, method: req.method }, 'request failed');
+    opts.logger?.error({ err, url: req.url, method: req.method }, 'request failed');
     return fail(reply, 500, 'ERR_INTERNAL', 'internal error');
   });
   return { app, ok, fail };

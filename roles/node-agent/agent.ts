@@ -1,0 +1,582 @@
+/**
+ * The node agent's runtime: discovery keeps a map of managed containers and their host veths;
+ * every poll interval one cycle runs meter -> account -> store -> enforce -> outbox; the panel
+ * loop registers (backoff 1 s -> 30 s), sends heartbeats and pulls limits on a config_version
+ * difference. Cycles, limits pushes and unthrottles run one at a time through one queue, so the
+ * in-memory state and the store never disagree.
+ */
+import { hostname } from 'node:os';
+import type { Logger } from 'pino';
+import { AppError, errorMessage } from '../../src/core/app-error.ts';
+import { SERVICE_VERSION } from '../../src/core/version.ts';
+import { durationMs } from '../../src/lib/units.ts';
+import { nextPeriodStart, periodKey, periodStart, type Period } from '../../src/lib/calendar.ts';
+import type { InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
+import type { NodeAgentConfig, LimitsPayload } from '../../src/contracts/types.ts';
+import {
+  accountServer,
+  desiredSpeeds,
+  exceededList,
+  newServerState,
+  unthrottle as clearCombos,
+  type AgentEvent,
+  type Combo,
+  type Limits,
+} from './accounting.ts';
+import { normalizeLimits } from './limits.ts';
+import { PanelError, registerBackoffMs, type PanelClient } from './panel-client.ts';
+import type { AgentStore, HourlyDelta, ServerRecord, StoredLimits } from './store.ts';
+
+const HOUR = 3_600_000;
+/** Hourly history kept long enough for the longest period the history endpoint serves (a month) and then some. */
+const HISTORY_KEEP_MS = 62 * 24 * HOUR;
+const OUTBOX_BATCH = 50;
+
+/** A running container that is a managed server, with its host-side veth. */
+export interface ManagedContainer {
+  uuid: string;
+  containerId: string;
+  name: string;
+  iface: string | null;
+  ifindex: number | null;
+}
+
+/** What the agent needs from the container runtime; the real one wraps dockerode and /proc. */
+export interface ContainerView {
+  /** Rescans the runtime; rejects when the engine is unreachable. */
+  scan(): Promise<ManagedContainer[]>;
+  /** Calls `onChange` when containers start, die, are destroyed or renamed; returns an unsubscribe. */
+  watch(onChange: () => void): () => void;
+  /** Host-view counters of the given interfaces (rx = bytes the container sent, tx = bytes sent to it). */
+  counters(ifaces: string[]): Promise<Map<string, { rxBytes: number; txBytes: number }>>;
+}
+
+export interface AgentDeps {
+  config: NodeAgentConfig;
+  store: AgentStore;
+  containers: ContainerView;
+  tc: TrafficControl | null;
+  panel: PanelClient;
+  logger: Logger;
+  tokenFile: string;
+  now?: () => number;
+}
+
+export interface StatsRecord {
+  uuid: string;
+  container_id: string;
+  online: boolean;
+  rx_bytes_total: number;
+  tx_bytes_total: number;
+  rx_rate_bps: number;
+  tx_rate_bps: number;
+  rx_used_day_bytes: number;
+  rx_used_week_bytes: number;
+  rx_used_month_bytes: number;
+  tx_used_day_bytes: number;
+  tx_used_week_bytes: number;
+  tx_used_month_bytes: number;
+  throttled: boolean;
+  exceeded: Combo[];
+}
+
+export interface AgentStatus {
+  version: string;
+  uptime_seconds: number;
+  containers: number;
+  servers: number;
+  throttled: number;
+  quota_exceeded: number;
+  config_version: number;
+  timezone: string;
+  outbox: number;
+  docker: string;
+  panel: { registered: boolean; node_id: number | null; last_heartbeat_at: string | null; last_error: string | null };
+  traffic_control: boolean;
+}
+
+export interface Agent {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  knows(uuid: string): boolean;
+  health(): { status: 'ok'; version: string; containers: number; uptime_seconds: number };
+  stats(): StatsRecord[];
+  history(uuid: string, period: Period, bucket: 'hour' | 'day'): { t: string; rx_bytes: number; tx_bytes: number }[];
+  applyLimits(payload: Partial<LimitsPayload>): Promise<{ applied: number; failed: number }>;
+  unthrottle(uuid: string): Promise<boolean>;
+  status(): AgentStatus;
+  /** One full cycle now (also what the timer runs); resolves when it is stored and enforced. */
+  runCycle(): Promise<void>;
+  /** One discovery scan now. */
+  rescan(): Promise<void>;
+  /** Delivers queued events now (up to 50). */
+  flushOutbox(): Promise<void>;
+}
+
+export function createAgent(deps: AgentDeps): Agent {
+  const { config, store, logger } = deps;
+  const now = deps.now ?? Date.now;
+  const startedAt = now();
+  const pollMs = durationMs(config.bandwidth.poll_interval);
+  const records: Map<string, ServerRecord> = store.loadServers();
+  let limits: StoredLimits = store.loadLimits();
+  let containers = new Map<string, ManagedContainer>();
+  let dockerState = 'not scanned yet';
+  const applied = new Map<string, { iface: string; ifindex: number }>(); // uuid -> interface carrying our rules
+  const suspendInFlight = new Set<string>();
+  const timers: NodeJS.Timeout[] = [];
+  let unwatch: (() => void) | undefined;
+  let stopped = false;
+  let queue: Promise<unknown> = Promise.resolve();
+  let flushing: Promise<void> | undefined;
+  const panelState: AgentStatus['panel'] = { registered: false, node_id: null, last_heartbeat_at: null, last_error: null };
+  let heartbeatMs = durationMs(config.panel.heartbeat_interval);
+
+  /** Runs `fn` after everything queued before it; state changes never interleave. */
+  function serial<T>(fn: () => Promise<T> | T): Promise<T> {
+    const next = queue.then(fn, fn);
+    queue = next.catch(() => undefined);
+    return next;
+  }
+
+  const tz = (): string => limits.timezone ?? config.timezone;
+
+  // ---- meter -> account -> store -> enforce -------------------------------------------------
+  async function cycle(): Promise<void> {
+    const t = now();
+    const ifaces = [...containers.values()].flatMap((c) => (c.iface ? [c.iface] : []));
+    let counters = new Map<string, { rxBytes: number; txBytes: number }>();
+    try {
+      counters = await deps.containers.counters(ifaces);
+    } catch (err) {
+      logger.warn({ err: errorMessage(err) }, 'reading interface counters failed; this cycle counts nothing');
+    }
+    const hour = Math.floor(t / HOUR) * HOUR;
+    const changed: ServerRecord[] = [];
+    const hourly: HourlyDelta[] = [];
+    const events: AgentEvent[] = [];
+    // Servers in the limits set are known even before their container is seen.
+    for (const uuid of new Set([...records.keys(), ...containers.keys(), ...limits.servers.keys()])) {
+      const c = containers.get(uuid);
+      const prev = records.get(uuid) ?? { state: newServerState(uuid), containerId: c?.containerId ?? '', online: false, iface: null, firstSeenAt: t, lastSeenAt: t };
+      const counter = c?.iface ? counters.get(c.iface) : undefined;
+      const reading = c && counter && c.ifindex !== null ? { ifindex: c.ifindex, rxBytes: counter.txBytes, txBytes: counter.rxBytes } : null;
+      const r = accountServer(prev.state, reading, t, tz(), limits.servers.get(uuid));
+      const rec: ServerRecord = {
+        state: r.state,
+        containerId: c?.containerId ?? prev.containerId,
+        online: c !== undefined,
+        iface: c?.iface ?? null,
+        firstSeenAt: prev.firstSeenAt,
+        lastSeenAt: c ? t : prev.lastSeenAt,
+      };
+      records.set(uuid, rec);
+      changed.push(rec);
+      hourly.push({ uuid, hour, rx: r.delta.rx, tx: r.delta.tx });
+      events.push(...r.events);
+    }
+    store.saveCycle(changed, hourly, events);
+    for (const e of events) logger.info({ server: e.server_uuid, event: e.type, period: e.period, direction: e.direction }, e.message);
+    await enforce();
+    for (const rec of records.values()) if (rec.state.suspend === 'pending') requestSuspend(rec.state.uuid);
+    if (events.length > 0 && config.scheduler.enabled) void flushOutbox();
+  }
+
+  /** Makes the tc state match every running server's desired speeds; idempotent. */
+  async function enforce(): Promise<void> {
+    if (!deps.tc || !config.traffic_control.enabled) return;
+    const shapes: InterfaceShape[] = [];
+    const removals: { iface: string; ifindex: number }[] = [];
+    for (const [uuid, rec] of records) {
+      const c = containers.get(uuid);
+      const old = applied.get(uuid);
+      if (old && (!c || c.iface !== old.iface)) {
+        // The veth is gone (container stopped or restarted): its rules went with it.
+        deps.tc.forget(old.iface);
+        applied.delete(uuid);
+      }
+      if (!c?.iface || c.ifindex === null) continue;
+      const speeds = desiredSpeeds(rec.state, limits.servers.get(uuid));
+      if (speeds.rxMbps === 0 && speeds.txMbps === 0) {
+        if (applied.has(uuid)) removals.push({ iface: c.iface, ifindex: c.ifindex });
+        continue;
+      }
+      shapes.push({
+        iface: c.iface,
+        ifindex: c.ifindex,
+        down: speeds.rxMbps > 0 ? { rateBps: speeds.rxMbps * 1_000_000 } : null,
+        up: speeds.txMbps > 0 ? { rateBps: speeds.txMbps * 1_000_000 } : null,
+      });
+    }
+    if (removals.length > 0) {
+      const r = await deps.tc.remove(removals);
+      for (const f of r.failed) logger.warn({ iface: f.iface, error: f.error }, 'removing traffic-control rules failed');
+      for (const rm of removals) {
+        for (const [uuid, a] of applied) if (a.iface === rm.iface) applied.delete(uuid);
+      }
+    }
+    if (shapes.length > 0) {
+      const r = await deps.tc.apply(shapes);
+      const failed = new Set(r.failed.map((f) => f.iface));
+      for (const f of r.failed) logger.warn({ iface: f.iface, error: f.error }, 'applying traffic-control rules failed; retried next cycle');
+      for (const [uuid, c] of containers) {
+        if (c.iface && c.ifindex !== null && shapes.some((s) => s.iface === c.iface) && !failed.has(c.iface)) applied.set(uuid, { iface: c.iface, ifindex: c.ifindex });
+      }
+    }
+  }
+
+  function requestSuspend(uuid: string): void {
+    if (suspendInFlight.has(uuid)) return;
+    suspendInFlight.add(uuid);
+    const combos = exceededList(records.get(uuid)?.state ?? newServerState(uuid)).join(', ');
+    deps.panel
+      .suspend(uuid, `bandwidth quota exceeded (${combos})`)
+      .then(
+        () => true,
+        (err: unknown) => {
+          if (err instanceof PanelError && !err.retryable) {
+            logger.warn({ server: uuid, err: err.message }, 'panel refused the suspend call; throttling to 1 Mbit/s anyway');
+            return true;
+          }
+          logger.warn({ server: uuid, err: errorMessage(err) }, 'suspend call failed; retried next cycle');
+          return false;
+        },
+      )
+      .then((answered) =>
+        answered
+          ? serial(async () => {
+              const rec = records.get(uuid);
+              if (!rec || rec.state.suspend !== 'pending') return;
+              logger.info({ server: uuid }, 'panel answered the suspend call; throttling to 1 Mbit/s');
+              const r = accountServer({ ...rec.state, suspend: 'answered' }, null, now(), tz(), limits.servers.get(uuid));
+              const next = { ...rec, state: { ...r.state, rxRate: rec.state.rxRate, txRate: rec.state.txRate } };
+              records.set(uuid, next);
+              store.saveCycle([next], [], r.events);
+              await enforce();
+            })
+          : undefined,
+      )
+      .catch((err: unknown) => logger.error({ err: errorMessage(err) }, 'suspend handling failed'))
+      .finally(() => suspendInFlight.delete(uuid));
+  }
+
+  // ---- outbox ---------------------------------------------------------------------------
+  async function flushOutbox(): Promise<void> {
+    if (flushing) return flushing;
+    flushing = (async () => {
+      const items = store.outboxPeek(OUTBOX_BATCH);
+      if (items.length === 0) return;
+      try {
+        await deps.panel.events(items.map((i) => i.event));
+        store.outboxDelete(items.map((i) => i.id));
+        logger.debug({ delivered: items.length }, 'events delivered to the panel');
+      } catch (err) {
+        if (err instanceof PanelError && err.status === 422) {
+          // A batch the panel will never accept would block the queue for good.
+          logger.error({ err: err.message, dropped: items.length }, 'panel rejected queued events as invalid; dropping them');
+          store.outboxDelete(items.map((i) => i.id));
+        } else {
+          noteTokenRejected(err);
+          logger.warn({ err: errorMessage(err), queued: store.outboxCount() }, 'event delivery failed; retried later');
+        }
+      }
+    })().finally(() => {
+      flushing = undefined;
+    });
+    return flushing;
+  }
+
+  // ---- panel loop -----------------------------------------------------------------------
+  function noteTokenRejected(err: unknown): void {
+    if (err instanceof PanelError && err.status === 401) {
+      logger.error(`token rejected: put the new token in ${deps.tokenFile} and restart`);
+    }
+    panelState.last_error = errorMessage(err);
+  }
+
+  async function register(): Promise<void> {
+    for (let attempt = 0; !stopped; attempt++) {
+      try {
+        const data = await deps.panel.register({ version: SERVICE_VERSION, hostname: hostname(), port: config.api.port, api_url: '' });
+        panelState.registered = true;
+        panelState.node_id = data.node_id;
+        panelState.last_error = null;
+        if (data.heartbeat_interval_seconds > 0) heartbeatMs = data.heartbeat_interval_seconds * 1000;
+        logger.info({ node_id: data.node_id, heartbeat_seconds: heartbeatMs / 1000, config_version: data.config_version }, 'registered with the panel');
+        if (data.config_version !== limits.configVersion) await pullLimits();
+        return;
+      } catch (err) {
+        noteTokenRejected(err);
+        const wait = registerBackoffMs(attempt);
+        logger.warn({ err: errorMessage(err), retry_in_ms: wait }, 'registration with the panel failed');
+        await sleep(wait);
+      }
+    }
+  }
+
+  async function heartbeat(): Promise<void> {
+    const s = summary();
+    try {
+      const data = await deps.panel.heartbeat({
+        version: SERVICE_VERSION,
+        containers: s.containers,
+        rx_rate_bps: s.rx,
+        tx_rate_bps: s.tx,
+        throttled: s.throttled,
+        quota_exceeded: s.exceeded,
+      });
+      panelState.last_heartbeat_at = new Date(now()).toISOString();
+      panelState.last_error = null;
+      if (data.config_version !== limits.configVersion) {
+        logger.info({ ours: limits.configVersion, panel: data.config_version }, 'limits out of date; pulling them');
+        await pullLimits();
+      }
+    } catch (err) {
+      noteTokenRejected(err);
+      logger.warn({ err: errorMessage(err) }, 'heartbeat failed');
+    }
+  }
+
+  async function pullLimits(): Promise<void> {
+    try {
+      const payload = await deps.panel.limits();
+      const r = await applyLimits(payload);
+      logger.info({ config_version: payload.config_version, ...r }, 'limits pulled from the panel');
+    } catch (err) {
+      noteTokenRejected(err);
+      logger.warn({ err: errorMessage(err) }, 'pulling limits failed');
+    }
+  }
+
+  async function panelLoop(): Promise<void> {
+    await register();
+    while (!stopped) {
+      await heartbeat();
+      if (config.scheduler.enabled) await flushOutbox();
+      await sleep(heartbeatMs);
+    }
+  }
+
+  // ---- discovery --------------------------------------------------------------------------
+  async function rescan(): Promise<void> {
+    try {
+      const found = await deps.containers.scan();
+      const next = new Map(found.map((c) => [c.uuid, c]));
+      for (const [uuid, c] of next) {
+        const old = containers.get(uuid);
+        if (!old) logger.info({ server: uuid, container: c.containerId.slice(0, 12), iface: c.iface }, 'managing server container');
+        else if (old.iface !== c.iface) logger.info({ server: uuid, iface: c.iface, was: old.iface }, 'server container has a new veth');
+      }
+      for (const uuid of containers.keys()) if (!next.has(uuid)) logger.info({ server: uuid }, 'server container no longer running');
+      if (dockerState !== 'ok') logger.info({ containers: next.size }, 'container runtime reachable');
+      dockerState = 'ok';
+      const veths = (m: Map<string, ManagedContainer>): string => [...m.values()].map((c) => `${c.uuid}=${c.iface}`).sort().join(',');
+      const moved = veths(next) !== veths(containers);
+      containers = next;
+      if (moved) void serial(enforce).catch((err: unknown) => logger.error({ err: errorMessage(err) }, 'enforcement failed'));
+    } catch (err) {
+      const msg = errorMessage(err);
+      if (dockerState !== msg) logger.warn({ err: msg }, 'container runtime unavailable; retrying');
+      dockerState = msg;
+    }
+  }
+
+  // ---- queries ----------------------------------------------------------------------------
+  function summary(): { containers: number; rx: number; tx: number; throttled: number; exceeded: number } {
+    let rx = 0;
+    let tx = 0;
+    let throttled = 0;
+    let exceeded = 0;
+    for (const rec of records.values()) {
+      rx += rec.state.rxRate;
+      tx += rec.state.txRate;
+      if (rec.state.throttled) throttled++;
+      if (exceededList(rec.state).length > 0) exceeded++;
+    }
+    return { containers: containers.size, rx: Math.round(rx), tx: Math.round(tx), throttled, exceeded };
+  }
+
+  function stats(): StatsRecord[] {
+    const t = now();
+    const keys = { day: periodKey(t, 'day', tz()), week: periodKey(t, 'week', tz()), month: periodKey(t, 'month', tz()) };
+    const used = (rec: ServerRecord, combo: Combo): number => {
+      const u = rec.state.usage[combo];
+      return u && u.key === keys[combo.split('_')[1] as Period] ? u.bytes : 0;
+    };
+    return [...records.values()]
+      .sort((a, b) => a.state.uuid.localeCompare(b.state.uuid))
+      .map((rec) => ({
+        uuid: rec.state.uuid,
+        container_id: rec.containerId,
+        online: containers.has(rec.state.uuid),
+        rx_bytes_total: rec.state.rxTotal,
+        tx_bytes_total: rec.state.txTotal,
+        rx_rate_bps: rec.state.rxRate,
+        tx_rate_bps: rec.state.txRate,
+        rx_used_day_bytes: used(rec, 'rx_day'),
+        rx_used_week_bytes: used(rec, 'rx_week'),
+        rx_used_month_bytes: used(rec, 'rx_month'),
+        tx_used_day_bytes: used(rec, 'tx_day'),
+        tx_used_week_bytes: used(rec, 'tx_week'),
+        tx_used_month_bytes: used(rec, 'tx_month'),
+        throttled: rec.state.throttled,
+        exceeded: exceededList(rec.state),
+      }));
+  }
+
+  function history(uuid: string, period: Period, bucket: 'hour' | 'day'): { t: string; rx_bytes: number; tx_bytes: number }[] {
+    const t = now();
+    const zone = tz();
+    const from = periodStart(t, period, zone);
+    const rows = store.hourly(uuid, Math.floor(from / HOUR) * HOUR);
+    const points: { t: string; rx_bytes: number; tx_bytes: number }[] = [];
+    if (bucket === 'hour') {
+      const byHour = new Map(rows.map((r) => [r.hour, r]));
+      for (let h = Math.floor(from / HOUR) * HOUR; h <= t; h += HOUR) {
+        const r = byHour.get(h);
+        points.push({ t: new Date(h).toISOString(), rx_bytes: r?.rx ?? 0, tx_bytes: r?.tx ?? 0 });
+      }
+      return points;
+    }
+    for (let d = from; d <= t; d = nextPeriodStart(d, 'day', zone)) {
+      const end = nextPeriodStart(d, 'day', zone);
+      let rx = 0;
+      let tx = 0;
+      for (const r of rows) {
+        if (r.hour >= d && r.hour < end) {
+          rx += r.rx;
+          tx += r.tx;
+        }
+      }
+      points.push({ t: new Date(d).toISOString(), rx_bytes: rx, tx_bytes: tx });
+    }
+    return points;
+  }
+
+  async function applyLimits(payload: Partial<LimitsPayload>): Promise<{ applied: number; failed: number }> {
+    const n = normalizeLimits(payload);
+    if (typeof n === 'string') throw new AppError('ERR_BAD_REQUEST', n, { status: 400 });
+    return serial(async () => {
+      const events = speedEvents(limits.servers, n.servers);
+      store.replaceLimits(n.configVersion, n.timezone, n.servers, events);
+      limits = store.loadLimits();
+      for (const f of n.failed) logger.warn({ index: f.index, reason: f.reason }, 'limits entry failed');
+      logger.info({ config_version: n.configVersion, servers: n.servers.length, failed: n.failed.length, timezone: tz() }, 'limits replaced');
+      await cycle();
+      return { applied: n.servers.length, failed: n.failed.length };
+    });
+  }
+
+  /** speed_applied: a limits change gave a server different speed caps (see docs/decisions.md). */
+  function speedEvents(old: Map<string, Limits>, next: readonly Limits[]): AgentEvent[] {
+    const t = new Date(now()).toISOString();
+    return next.flatMap((l) => {
+      const before = old.get(l.uuid);
+      const speeds = (x: Limits | undefined): string => (x && x.enabled ? `${x.rx_speed_mbps}/${x.tx_speed_mbps}` : '0/0');
+      if (speeds(before) === speeds(l)) return [];
+      return [
+        {
+          server_uuid: l.uuid,
+          type: 'speed_applied' as const,
+          period: null,
+          direction: null,
+          message: `speed caps set to ${l.enabled && l.rx_speed_mbps ? `${l.rx_speed_mbps} Mbit/s` : 'unlimited'} in, ${l.enabled && l.tx_speed_mbps ? `${l.tx_speed_mbps} Mbit/s` : 'unlimited'} out`,
+          occurred_at: t,
+        },
+      ];
+    });
+  }
+
+  async function unthrottle(uuid: string): Promise<boolean> {
+    return serial(async () => {
+      const rec = records.get(uuid);
+      if (!rec) throw new AppError('ERR_NOT_FOUND', `unknown server ${uuid}`, { status: 404 });
+      const { state, cleared } = clearCombos(rec.state);
+      const next = { ...rec, state };
+      records.set(uuid, next);
+      store.saveCycle([next], [], []);
+      if (cleared.length > 0) logger.info({ server: uuid, combos: cleared }, 'unthrottled by the panel until the periods reset');
+      await enforce();
+      return cleared.length > 0;
+    });
+  }
+
+  async function cleanup(): Promise<void> {
+    const t = now();
+    const staleHours = config.cleanup.stale_server_hours;
+    await serial(() => {
+      const keep = new Set([...containers.keys(), ...limits.servers.keys()]);
+      const forgotten = store.cleanup(staleHours > 0 ? t - staleHours * HOUR : null, t - HISTORY_KEEP_MS, keep);
+      for (const uuid of forgotten) {
+        records.delete(uuid);
+        logger.info({ server: uuid }, `forgot server unseen for ${staleHours} h`);
+      }
+      if (config.cleanup.compact_db) store.compact();
+    });
+  }
+
+  function every(ms: number, fn: () => Promise<void>, what: string): void {
+    let running = false;
+    timers.push(
+      setInterval(() => {
+        if (running || stopped) return;
+        running = true;
+        fn()
+          .catch((err: unknown) => logger.error({ err: errorMessage(err) }, `${what} failed`))
+          .finally(() => {
+            running = false;
+          });
+      }, ms),
+    );
+  }
+
+  return {
+    async start() {
+      logger.info({ version: SERVICE_VERSION, servers: records.size, config_version: limits.configVersion, timezone: tz() }, 'node agent starting');
+      await rescan();
+      unwatch = deps.containers.watch(() => void rescan());
+      await serial(cycle);
+      every(durationMs(config.docker.discovery_interval), rescan, 'discovery');
+      every(pollMs, () => serial(cycle), 'cycle');
+      if (config.scheduler.enabled) every(durationMs(config.scheduler.check_interval), flushOutbox, 'event delivery');
+      if (config.cleanup.enabled) every(durationMs(config.cleanup.interval), cleanup, 'cleanup');
+      void panelLoop();
+    },
+    async stop() {
+      stopped = true;
+      for (const t of timers) clearInterval(t);
+      unwatch?.();
+      await queue;
+    },
+    knows: (uuid) => records.has(uuid),
+    health: () => ({ status: 'ok', version: SERVICE_VERSION, containers: containers.size, uptime_seconds: Math.floor((now() - startedAt) / 1000) }),
+    stats,
+    history,
+    applyLimits,
+    unthrottle,
+    status() {
+      const s = summary();
+      return {
+        version: SERVICE_VERSION,
+        uptime_seconds: Math.floor((now() - startedAt) / 1000),
+        containers: s.containers,
+        servers: records.size,
+        throttled: s.throttled,
+        quota_exceeded: s.exceeded,
+        config_version: limits.configVersion,
+        timezone: tz(),
+        outbox: store.outboxCount(),
+        docker: dockerState,
+        panel: { ...panelState },
+        traffic_control: config.traffic_control.enabled && deps.tc !== null,
+      };
+    },
+    runCycle: () => serial(cycle),
+    rescan,
+    flushOutbox,
+  };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}

@@ -1,0 +1,99 @@
+/**
+ * The local CLI of the node agent (`bandwidth-node status|stats|history|unthrottle`): talks to
+ * the running agent over its admin socket and prints for people, or JSON with --json.
+ */
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { localRequest } from '../../src/lib/local-socket.ts';
+import { GIB, MIB, KIB } from '../../src/lib/units.ts';
+import type { AgentStatus, StatsRecord } from './agent.ts';
+
+const DEFAULT_SOCKET = '/var/run/bandwidth-node.sock';
+
+/** BANDWIDTH_NODE_SOCKET, else general.socket_path of the config file, else the default. */
+export function agentSocketPath(configPath: string): string {
+  const fromEnv = process.env['BANDWIDTH_NODE_SOCKET'];
+  if (fromEnv) return fromEnv;
+  try {
+    const doc = parse(readFileSync(configPath, 'utf8')) as { general?: { socket_path?: unknown } } | null;
+    if (typeof doc?.general?.socket_path === 'string' && doc.general.socket_path) return doc.general.socket_path;
+  } catch {
+    // No readable config: the default socket.
+  }
+  return DEFAULT_SOCKET;
+}
+
+const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<T> => localRequest<T>(socket, method, `/api/v1${path}`, 'bandwidth-node');
+
+export function bytes(n: number): string {
+  if (n >= GIB) return `${(n / GIB).toFixed(2)} GiB`;
+  if (n >= MIB) return `${(n / MIB).toFixed(1)} MiB`;
+  if (n >= KIB) return `${(n / KIB).toFixed(1)} KiB`;
+  return `${n} B`;
+}
+
+export function rate(bytesPerSec: number): string {
+  return `${((bytesPerSec * 8) / 1_000_000).toFixed(2)} Mbit/s`;
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
+}
+
+function print(text: string): void {
+  process.stdout.write(`${text}\n`);
+}
+
+export async function statusCommand(socket: string, json: boolean): Promise<void> {
+  const s = await call<AgentStatus>(socket, 'GET', '/status');
+  if (json) return print(JSON.stringify(s, null, 2));
+  print(
+    [
+      `bandwidth-node ${s.version}, up ${s.uptime_seconds} s`,
+      `panel:           ${s.panel.registered ? `registered as node ${s.panel.node_id}` : 'not registered'}${s.panel.last_heartbeat_at ? `, last heartbeat ${s.panel.last_heartbeat_at}` : ''}${s.panel.last_error ? `\n                 last error: ${s.panel.last_error}` : ''}`,
+      `docker:          ${s.docker}`,
+      `containers:      ${s.containers} running managed (${s.servers} servers known)`,
+      `throttled:       ${s.throttled}`,
+      `quota exceeded:  ${s.quota_exceeded}`,
+      `limits:          config_version ${s.config_version}, timezone ${s.timezone}`,
+      `traffic control: ${s.traffic_control ? 'on' : 'off'}`,
+      `queued events:   ${s.outbox}`,
+    ].join('\n'),
+  );
+}
+
+export async function statsCommand(socket: string, json: boolean): Promise<void> {
+  const { servers } = await call<{ servers: StatsRecord[] }>(socket, 'GET', '/stats');
+  if (json) return print(JSON.stringify(servers, null, 2));
+  if (servers.length === 0) return print('no servers known yet');
+  print(
+    table([
+      ['UUID', 'ONLINE', 'RX RATE', 'TX RATE', 'RX DAY', 'TX DAY', 'RX MONTH', 'TX MONTH', 'THROTTLED', 'EXCEEDED'],
+      ...servers.map((s) => [
+        s.uuid,
+        s.online ? 'yes' : 'no',
+        rate(s.rx_rate_bps),
+        rate(s.tx_rate_bps),
+        bytes(s.rx_used_day_bytes),
+        bytes(s.tx_used_day_bytes),
+        bytes(s.rx_used_month_bytes),
+        bytes(s.tx_used_month_bytes),
+        s.throttled ? 'yes' : 'no',
+        s.exceeded.join(',') || '-',
+      ]),
+    ]),
+  );
+}
+
+export async function historyCommand(socket: string, uuid: string, period: string, bucket: string, json: boolean): Promise<void> {
+  const q = new URLSearchParams({ period, bucket });
+  const data = await call<{ points: { t: string; rx_bytes: number; tx_bytes: number }[] }>(socket, 'GET', `/servers/${encodeURIComponent(uuid)}/history?${q}`);
+  if (json) return print(JSON.stringify(data, null, 2));
+  print(table([['BUCKET START', 'RX', 'TX'], ...data.points.map((p) => [p.t, bytes(p.rx_bytes), bytes(p.tx_bytes)])]));
+}
+
+export async function unthrottleCommand(socket: string, uuid: string): Promise<void> {
+  const data = await call<{ unthrottled: boolean }>(socket, 'POST', `/servers/${encodeURIComponent(uuid)}/unthrottle`);
+  print(data.unthrottled ? `${uuid}: unthrottled until its exceeded periods reset` : `${uuid}: nothing to unthrottle`);
+}

@@ -1,0 +1,96 @@
+/**
+ * Turns a limits payload (PUT /limits, or the panel's GET /limits) into the agent's effective
+ * limits: each entry validated on its own (a bad entry counts as failed, spec/1 §4.1 rule 5),
+ * missing fields taken from the override-row defaults of spec/1 §2.9.
+ */
+import { isTimeZone } from '../../src/core/config-checks.ts';
+import type { LimitsPayload } from '../../src/contracts/types.ts';
+import type { Limits } from './accounting.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const INT_FIELDS = [
+  'rx_speed_mbps',
+  'tx_speed_mbps',
+  'rx_quota_day_gb',
+  'rx_quota_week_gb',
+  'rx_quota_month_gb',
+  'tx_quota_day_gb',
+  'tx_quota_week_gb',
+  'tx_quota_month_gb',
+  'throttle_rx_mbps',
+  'throttle_tx_mbps',
+] as const;
+
+const DEFAULTS: Omit<Limits, 'uuid'> = {
+  enabled: true,
+  rx_speed_mbps: 0,
+  tx_speed_mbps: 0,
+  rx_quota_day_gb: 0,
+  rx_quota_week_gb: 0,
+  rx_quota_month_gb: 0,
+  tx_quota_day_gb: 0,
+  tx_quota_week_gb: 0,
+  tx_quota_month_gb: 0,
+  exceed_action: 'throttle',
+  throttle_rx_mbps: 5,
+  throttle_tx_mbps: 5,
+};
+
+/** One entry: the effective limits, or why it failed. */
+export function normalizeEntry(raw: unknown): Limits | string {
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return 'entry is not an object';
+  const e = raw as Record<string, unknown>;
+  if (typeof e['uuid'] !== 'string' || !UUID.test(e['uuid'])) return 'uuid missing or not a UUID';
+  const out: Limits = { ...DEFAULTS, uuid: e['uuid'].toLowerCase() };
+  if (e['enabled'] !== undefined) {
+    if (typeof e['enabled'] !== 'boolean') return 'enabled must be a boolean';
+    out.enabled = e['enabled'];
+  }
+  for (const f of INT_FIELDS) {
+    const v = e[f];
+    if (v === undefined) continue;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) return `${f} must be a non-negative integer`;
+    out[f] = v;
+  }
+  const action = e['exceed_action'];
+  if (action !== undefined) {
+    if (action !== 'throttle' && action !== 'suspend' && action !== 'none') return 'exceed_action must be throttle, suspend or none';
+    out.exceed_action = action;
+  }
+  return out;
+}
+
+export interface NormalizedLimits {
+  configVersion: number;
+  timezone: string | null;
+  servers: Limits[];
+  failed: { index: number; reason: string }[];
+}
+
+/**
+ * The whole payload. Returns an error string for what fails the whole request (config_version
+ * not an integer, servers not an array, an unknown time zone: the previous one stays).
+ */
+export function normalizeLimits(payload: Partial<LimitsPayload>): NormalizedLimits | string {
+  const version = payload.config_version;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 0) return 'config_version must be a non-negative integer';
+  if (payload.servers !== undefined && !Array.isArray(payload.servers)) return 'servers must be an array';
+  let timezone: string | null = null;
+  if (payload.timezone !== undefined && payload.timezone !== null && payload.timezone !== '') {
+    if (typeof payload.timezone !== 'string' || !isTimeZone(payload.timezone)) return `unknown timezone ${JSON.stringify(payload.timezone)}; the previous timezone stays`;
+    timezone = payload.timezone;
+  }
+  const servers: Limits[] = [];
+  const failed: { index: number; reason: string }[] = [];
+  const seen = new Set<string>();
+  (payload.servers ?? []).forEach((raw, index) => {
+    const entry = normalizeEntry(raw);
+    if (typeof entry === 'string') failed.push({ index, reason: entry });
+    else if (seen.has(entry.uuid)) failed.push({ index, reason: `duplicate uuid ${entry.uuid}` });
+    else {
+      seen.add(entry.uuid);
+      servers.push(entry);
+    }
+  });
+  return { configVersion: version, timezone, servers, failed };
+}

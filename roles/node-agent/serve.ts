@@ -1,0 +1,59 @@
+/**
+ * `bandwidth-node serve`: loads the config (refusing to start on any problem), opens the store,
+ * starts discovery, the cycle, the panel loop, the node API and the local admin socket, and
+ * stops all of it cleanly on SIGTERM/SIGINT.
+ */
+import { readFileSync } from 'node:fs';
+import { createLogger } from '../../src/core/logger.ts';
+import { createShutdown, exitOnSignals } from '../../src/core/shutdown.ts';
+import { claimSocketPath, restrictSocket } from '../../src/lib/local-socket.ts';
+import { createTrafficControl } from '../../src/lib/tc.ts';
+import { createAgent } from './agent.ts';
+import { createNodeApi } from './api.ts';
+import { loadNodeAgentConfig } from './config.ts';
+import { createDockerView } from './containers.ts';
+import { createPanelClient } from './panel-client.ts';
+import { openAgentStore } from './store.ts';
+
+/** Runs until a signal stops it; resolves once everything is listening. */
+export async function serveNodeAgent(configPath: string): Promise<void> {
+  const { config, warnings } = loadNodeAgentConfig(configPath);
+  const logger = createLogger({ name: 'bandwidth-node', ...config.logging });
+  for (const w of warnings) logger.warn(`${configPath}: ${w}`);
+  const shutdown = createShutdown({ logger });
+  shutdown.add('logger', () => logger.close());
+
+  const token = readFileSync(config.panel.token_file, 'utf8').trim();
+  const store = openAgentStore(config.database);
+  shutdown.add('store', () => store.close());
+  const tc = config.traffic_control.enabled ? createTrafficControl({ logger }) : null;
+  if (!tc) logger.warn('traffic_control.enabled is false: usage is measured and reported, nothing is shaped');
+  const agent = createAgent({
+    config,
+    store,
+    // Like every Docker client, DOCKER_HOST names another engine (the spec has no key for it).
+    containers: createDockerView({ endpoint: process.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock', watchEvents: config.docker.watch_events, logger }),
+    tc,
+    panel: createPanelClient({ url: config.panel.url, token }),
+    logger,
+    tokenFile: config.panel.token_file,
+  });
+  shutdown.add('agent', () => agent.stop());
+
+  await claimSocketPath(config.general.socket_path, 'bandwidth-node');
+  const local = createNodeApi(agent, { logger });
+  await local.app.listen({ path: config.general.socket_path });
+  restrictSocket(config.general.socket_path);
+  shutdown.add('local socket', () => local.app.close());
+
+  if (config.api.enabled) {
+    const api = createNodeApi(agent, { token: () => token, logger });
+    await api.app.listen({ host: config.api.listen, port: config.api.port });
+    shutdown.add('node API', () => api.app.close());
+    logger.info({ listen: `${config.api.listen}:${config.api.port}` }, 'node API listening');
+  } else {
+    logger.warn('api.enabled is false: the panel cannot pull stats, push limits or unthrottle');
+  }
+  exitOnSignals(shutdown);
+  await agent.start();
+}

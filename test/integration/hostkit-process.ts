@@ -1,0 +1,95 @@
+/**
+ * Runs hostkit the way an operator does: the built executable (dist/hostkit-linux-x64) when it
+ * exists — `make test` builds it before the integration suites — else `node src/main.ts` during
+ * development. Daemons are spawned with their output captured for assertions and diagnostics.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const EXE = join(ROOT, 'dist', 'hostkit-linux-x64');
+
+/** argv prefix that runs `hostkit`, or the program name `name` (a link, busybox style) when given. */
+export function hostkitArgv(linkDir?: string, name?: string): string[] {
+  if (existsSync(EXE) && !process.env['HOSTKIT_FROM_SOURCE']) {
+    if (!name || !linkDir) return [EXE];
+    mkdirSync(linkDir, { recursive: true });
+    const link = join(linkDir, name);
+    if (!existsSync(link)) symlinkSync(EXE, link);
+    return [link];
+  }
+  const roleOf: Record<string, string> = { 'bandwidth-node': 'node-agent', bandwidth: 'bandwidthd', osproxy: 'proxy' };
+  return [process.execPath, join(ROOT, 'src', 'main.ts'), ...(name ? [roleOf[name] ?? name] : [])];
+}
+
+export interface RunResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a hostkit command to completion. */
+export function runHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string } = {}): RunResult {
+  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name);
+  const r = spawnSync(cmd as string, [...pre, ...args], { encoding: 'utf8', env: { ...process.env, ...opts.env }, timeout: 60_000 });
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+export interface Daemon {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves when the combined output matches, rejects after timeoutMs with the output so far. */
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  /** SIGTERM (or the given signal) and wait for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts a long-running hostkit command. */
+export function startHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string } = {}): Daemon {
+  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name);
+  const child = spawn(cmd as string, [...pre, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const listeners = new Set<() => void>();
+  const onData = (d: Buffer): void => {
+    out += d.toString();
+    for (const l of listeners) l();
+  };
+  child.stdout?.on('data', onData);
+  child.stderr?.on('data', onData);
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code, sig) => resolve(code ?? (sig ? 128 : null))));
+  return {
+    child,
+    output: () => out,
+    waitFor(pattern, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const check = (): void => {
+          const m = pattern.exec(out);
+          if (m) {
+            listeners.delete(check);
+            clearTimeout(timer);
+            resolve(m[0]);
+          }
+        };
+        const timer = setTimeout(() => {
+          listeners.delete(check);
+          reject(new Error(`timed out waiting for ${pattern}; output so far:\n${out.slice(-4000)}`));
+        }, timeoutMs);
+        listeners.add(check);
+        check();
+        void exited.then(() => {
+          if (listeners.has(check)) {
+            listeners.delete(check);
+            clearTimeout(timer);
+            reject(new Error(`process exited while waiting for ${pattern}; output:\n${out.slice(-4000)}`));
+          }
+        });
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
