@@ -20,14 +20,18 @@ interface Suite {
   before?: () => void;
 }
 
+// Suites that measure throughput (netns, docker) run one file at a time so they do not disturb
+// each other's measurements; the others use both cores.
 const SUITES: Suite[] = [
   { name: 'unit', globs: ['src/**/*.test.ts', 'roles/**/*.test.ts', 'scripts/**/*.test.ts'], concurrency: 2 },
   {
-    name: 'bundle',
-    globs: ['test/bundle/**/*.test.ts'],
-    concurrency: 1,
+    name: 'executable',
+    globs: ['test/bundle/**/*.test.ts', 'test/integration/**/*.test.ts'],
+    concurrency: 2,
     before: () => execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.ts')], { stdio: 'inherit' }),
   },
+  { name: 'netns', globs: ['test/netns/**/*.test.ts'], concurrency: 1 },
+  { name: 'docker', globs: ['test/docker/**/*.test.ts'], concurrency: 1 },
 ];
 
 async function runSuite(suite: Suite): Promise<{ passed: number; failed: number; skipped: number }> {

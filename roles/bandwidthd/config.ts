@@ -28,8 +28,6 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
     if (conns !== undefined && conns !== 1) {
       problems.push({ path: '/database/max_open_conns', message: 'must be 1: the daemon’s store has a single writer' });
     }
-    if (at(config, '/database/path') === '') problems.push({ path: '/database/path', message: 'is required' });
-    if (at(config, '/general/socket_path') === '') problems.push({ path: '/general/socket_path', message: 'is required' });
 
     for (const path of ['/bandwidth/default_rx_mbps', '/bandwidth/default_tx_mbps', '/quota/exceeded_speed_rx_mbps', '/quota/exceeded_speed_tx_mbps']) {
       const v = num(config, path);

@@ -12,7 +12,7 @@ import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { durationMs } from '../../src/lib/units.ts';
 import { nextPeriodStart, periodKey, periodStart, type Period } from '../../src/lib/calendar.ts';
 import type { InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
-import type { NodeAgentConfig, LimitsPayload } from '../../src/contracts/types.ts';
+import type { NodeAgentConfig, LimitsPayload, ServerStatsRecord } from '../../src/contracts/types.ts';
 import {
   accountServer,
   desiredSpeeds,
@@ -62,23 +62,6 @@ export interface AgentDeps {
   now?: () => number;
 }
 
-export interface StatsRecord {
-  uuid: string;
-  container_id: string;
-  online: boolean;
-  rx_bytes_total: number;
-  tx_bytes_total: number;
-  rx_rate_bps: number;
-  tx_rate_bps: number;
-  rx_used_day_bytes: number;
-  rx_used_week_bytes: number;
-  rx_used_month_bytes: number;
-  tx_used_day_bytes: number;
-  tx_used_week_bytes: number;
-  tx_used_month_bytes: number;
-  throttled: boolean;
-  exceeded: Combo[];
-}
 
 export interface AgentStatus {
   version: string;
@@ -100,7 +83,7 @@ export interface Agent {
   stop(): Promise<void>;
   knows(uuid: string): boolean;
   health(): { status: 'ok'; version: string; containers: number; uptime_seconds: number };
-  stats(): StatsRecord[];
+  stats(): ServerStatsRecord[];
   history(uuid: string, period: Period, bucket: 'hour' | 'day'): { t: string; rx_bytes: number; tx_bytes: number }[];
   applyLimits(payload: Partial<LimitsPayload>): Promise<{ applied: number; failed: number }>;
   unthrottle(uuid: string): Promise<boolean>;
@@ -396,7 +379,7 @@ export function createAgent(deps: AgentDeps): Agent {
     return { containers: containers.size, rx: Math.round(rx), tx: Math.round(tx), throttled, exceeded };
   }
 
-  function stats(): StatsRecord[] {
+  function stats(): ServerStatsRecord[] {
     const t = now();
     const keys = { day: periodKey(t, 'day', tz()), week: periodKey(t, 'week', tz()), month: periodKey(t, 'month', tz()) };
     const used = (rec: ServerRecord, combo: Combo): number => {

@@ -6,7 +6,8 @@ import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
 import { localRequest } from '../../src/lib/local-socket.ts';
 import { GIB, MIB, KIB } from '../../src/lib/units.ts';
-import type { AgentStatus, StatsRecord } from './agent.ts';
+import type { ServerStatsRecord } from '../../src/contracts/types.ts';
+import type { AgentStatus } from './agent.ts';
 
 const DEFAULT_SOCKET = '/var/run/bandwidth-node.sock';
 
@@ -64,7 +65,7 @@ export async function statusCommand(socket: string, json: boolean): Promise<void
 }
 
 export async function statsCommand(socket: string, json: boolean): Promise<void> {
-  const { servers } = await call<{ servers: StatsRecord[] }>(socket, 'GET', '/stats');
+  const { servers } = await call<{ servers: ServerStatsRecord[] }>(socket, 'GET', '/stats');
   if (json) return print(JSON.stringify(servers, null, 2));
   if (servers.length === 0) return print('no servers known yet');
   print(

@@ -8,7 +8,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { ScalarTag } from 'yaml';
 import { ConfigError, loadConfigFile, type ConfigProblem, type ConfigSpec } from '../../src/core/config-loader.ts';
-import { at, checkCidrList, checkListen } from '../../src/core/config-checks.ts';
+import { at, checkCidrList, checkListen, httpUrlProblem } from '../../src/core/config-checks.ts';
 import { validateProxyGlobalConfig, validateProxySiteConfig } from '../../src/contracts/validators.js';
 import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contracts/schemas.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
@@ -47,13 +47,9 @@ export const proxyGlobalSpec: ConfigSpec<ProxyGlobalConfig> = {
 
 /** Why an origin URL is unusable, or undefined: absolute http(s), no path, no userinfo, no query. */
 export function originUrlProblem(value: string): string | undefined {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    return 'must be an absolute http or https URL';
-  }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return 'must use http or https';
+  const base = httpUrlProblem(value);
+  if (base) return base;
+  const url = new URL(value);
   if (url.username || url.password) return 'must not contain userinfo';
   if (url.pathname !== '/' || url.search || url.hash) return 'must not have a path, query or fragment';
   return undefined;

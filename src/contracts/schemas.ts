@@ -6,16 +6,17 @@ export const bandwidthdConfigSchema: SchemaNode = {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://hostkit.dev/schemas/config/bandwidthd.schema.json",
   "title": "BandwidthdConfig",
-  "description": "Container bandwidth daemon configuration, /etc/bandwidth/config.yaml (spec/3 §2.8-2.9). Omitted keys keep their defaults.",
+  "description": "Container bandwidth daemon configuration, /etc/bandwidth/config.yaml (spec/3 §2.8-2.9). Omitted keys keep their defaults; dangerous combinations are rejected at start. Precedence: container labels, then this file, then built-in defaults.",
   "type": "object",
   "properties": {
     "general": {
       "type": "object",
       "default": {},
-      "description": "general",
+      "description": "general settings",
       "properties": {
         "socket_path": {
           "type": "string",
+          "minLength": 1,
           "default": "/var/run/bandwidth.sock",
           "description": "CLI socket, mode 0600; required"
         },
@@ -45,7 +46,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "error"
           ],
           "default": "info",
-          "description": "log level"
+          "description": "log level: debug, info, warn, error"
         },
         "console": {
           "type": "boolean",
@@ -55,25 +56,25 @@ export const bandwidthdConfigSchema: SchemaNode = {
         "file": {
           "type": "string",
           "default": "/var/log/bandwidth/bandwidth.log",
-          "description": "log file"
+          "description": "log file path"
         },
         "max_size_mb": {
           "type": "integer",
+          "minimum": 0,
           "default": 100,
-          "description": "rotate at this size",
-          "minimum": 0
+          "description": "rotation: rotate at this size (MB)"
         },
         "max_age_days": {
           "type": "integer",
+          "minimum": 0,
           "default": 30,
-          "description": "delete rotated logs older than this",
-          "minimum": 0
+          "description": "rotation: delete rotated logs older than this (days)"
         },
         "max_backups": {
           "type": "integer",
+          "minimum": 0,
           "default": 10,
-          "description": "rotated files kept",
-          "minimum": 0
+          "description": "rotation: rotated files kept"
         },
         "compress": {
           "type": "boolean",
@@ -94,23 +95,25 @@ export const bandwidthdConfigSchema: SchemaNode = {
     "database": {
       "type": "object",
       "default": {},
-      "description": "store",
+      "description": "local store",
       "properties": {
         "path": {
           "type": "string",
+          "minLength": 1,
           "default": "/var/lib/bandwidth/bandwidth.db",
-          "description": "required; local storage only"
+          "description": "store file path; required; local storage only"
         },
         "max_open_conns": {
           "type": "integer",
           "default": 1,
-          "description": "must be 1"
+          "description": "must be 1",
+          "$comment": "no enum on purpose: the loader reports 'must be 1' itself"
         },
         "max_idle_conns": {
           "type": "integer",
+          "minimum": 0,
           "default": 1,
-          "description": "idle connections",
-          "minimum": 0
+          "description": "idle connections kept"
         },
         "journal_mode": {
           "type": "string",
@@ -122,7 +125,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "OFF"
           ],
           "default": "WAL",
-          "description": "journal mode"
+          "description": "journal mode: WAL, DELETE, TRUNCATE, MEMORY, OFF"
         },
         "synchronous": {
           "type": "string",
@@ -133,13 +136,13 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "EXTRA"
           ],
           "default": "NORMAL",
-          "description": "synchronous"
+          "description": "synchronous mode: OFF, NORMAL, FULL, EXTRA"
         },
         "cache_size_kb": {
           "type": "integer",
+          "minimum": 0,
           "default": 32000,
-          "description": "page cache size in KiB",
-          "minimum": 0
+          "description": "page cache size in KiB"
         },
         "auto_migrate": {
           "type": "boolean",
@@ -160,9 +163,9 @@ export const bandwidthdConfigSchema: SchemaNode = {
         },
         "api_version": {
           "type": "string",
+          "pattern": "^[0-9]+\\.[0-9]+$",
           "default": "1.44",
-          "description": "ceiling for version negotiation",
-          "pattern": "^[0-9]+\\.[0-9]+$"
+          "description": "API version ceiling for version negotiation"
         },
         "tls_verify": {
           "type": "boolean",
@@ -178,12 +181,12 @@ export const bandwidthdConfigSchema: SchemaNode = {
           "type": "string",
           "pattern": "^[0-9]+(ms|s|m|h|d)$",
           "default": "10s",
-          "description": "container rescan (duration)"
+          "description": "rescan of running containers (duration)"
         },
         "watch_events": {
           "type": "boolean",
           "default": true,
-          "description": "subscribe to the runtime event stream"
+          "description": "subscribe to the container runtime event stream"
         }
       }
     },
@@ -194,30 +197,33 @@ export const bandwidthdConfigSchema: SchemaNode = {
       "properties": {
         "default_rx_mbps": {
           "type": "number",
+          "exclusiveMinimum": 0,
           "default": 100,
-          "description": "must be above 0"
+          "description": "guaranteed RX rate (Mbit/s); must be above 0"
         },
         "default_tx_mbps": {
           "type": "number",
+          "exclusiveMinimum": 0,
           "default": 100,
-          "description": "must be above 0"
+          "description": "guaranteed TX rate (Mbit/s); must be above 0"
         },
         "default_ceil_mbps": {
           "type": "number",
+          "minimum": 0,
           "default": 200,
-          "description": "burst ceiling; must not be below the guaranteed rate"
+          "description": "burst ceiling (Mbit/s); must not be below the guaranteed rate"
         },
         "default_burst_mbps": {
           "type": "number",
+          "minimum": 0,
           "default": 150,
-          "description": "token bucket burst size",
-          "minimum": 0
+          "description": "token bucket burst size (Mbit)"
         },
         "poll_interval": {
           "type": "string",
           "pattern": "^[0-9]+(ms|s|m|h|d)$",
           "default": "5s",
-          "description": "must be above 0 (duration)"
+          "description": "counter poll cycle; must be above 0 (duration)"
         }
       }
     },
@@ -228,38 +234,40 @@ export const bandwidthdConfigSchema: SchemaNode = {
       "properties": {
         "default_quota_gb": {
           "type": "number",
+          "minimum": 0,
           "default": 500,
-          "description": "daily allowance per container; 0 = disabled",
-          "minimum": 0
+          "description": "daily allowance per container (GB); 0 = disabled"
         },
         "exceeded_speed_rx_mbps": {
           "type": "number",
+          "exclusiveMinimum": 0,
           "default": 1,
-          "description": "speed after exceeding; 0 is invalid"
+          "description": "RX speed after exceeding (Mbit/s); 0 is invalid"
         },
         "exceeded_speed_tx_mbps": {
           "type": "number",
+          "exclusiveMinimum": 0,
           "default": 1,
-          "description": "speed after exceeding; 0 is invalid"
+          "description": "TX speed after exceeding (Mbit/s); 0 is invalid"
         },
         "warning_percent": {
           "type": "number",
-          "default": 90,
-          "description": "warning threshold; 0 disables",
           "minimum": 0,
-          "maximum": 100
+          "maximum": 100,
+          "default": 90,
+          "description": "warning threshold, percent of the quota (0-100); 0 disables"
         },
         "disconnect_on_exceeded": {
           "type": "boolean",
           "default": false,
-          "description": "true removes all rate rules (external enforcement); false throttles"
+          "description": "true removes all rate rules so the container runs unrestricted (for external enforcement); false throttles"
         }
       }
     },
     "webhook": {
       "type": "object",
       "default": {},
-      "description": "webhooks",
+      "description": "webhook delivery",
       "properties": {
         "enabled": {
           "type": "boolean",
@@ -268,9 +276,9 @@ export const bandwidthdConfigSchema: SchemaNode = {
         },
         "max_retries": {
           "type": "integer",
+          "minimum": 1,
           "default": 3,
-          "description": "attempts including the first",
-          "minimum": 1
+          "description": "attempts including the first"
         },
         "backoff_base": {
           "type": "string",
@@ -280,9 +288,9 @@ export const bandwidthdConfigSchema: SchemaNode = {
         },
         "queue_size": {
           "type": "integer",
+          "minimum": 1,
           "default": 10000,
-          "description": "in-memory queue; when full, new webhooks are dropped",
-          "minimum": 1
+          "description": "in-memory queue; when full, new webhooks are dropped"
         },
         "persist_queue": {
           "type": "boolean",
@@ -295,6 +303,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
           "description": "webhook endpoints",
           "items": {
             "type": "object",
+            "description": "one webhook endpoint",
             "required": [
               "name",
               "url",
@@ -303,11 +312,13 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "properties": {
               "name": {
                 "type": "string",
-                "minLength": 1
+                "minLength": 1,
+                "description": "endpoint name; required"
               },
               "url": {
                 "type": "string",
-                "minLength": 1
+                "minLength": 1,
+                "description": "endpoint URL; required"
               },
               "type": {
                 "type": "string",
@@ -317,10 +328,11 @@ export const bandwidthdConfigSchema: SchemaNode = {
                   "generic"
                 ],
                 "default": "generic",
-                "description": "payload style"
+                "description": "payload style: chat_a (embed-like), chat_b (block-like) or generic"
               },
               "enabled": {
-                "type": "boolean"
+                "type": "boolean",
+                "description": "whether the endpoint receives webhooks; required"
               }
             }
           }
@@ -330,7 +342,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
     "scheduler": {
       "type": "object",
       "default": {},
-      "description": "scheduler",
+      "description": "scheduled jobs",
       "properties": {
         "enabled": {
           "type": "boolean",
@@ -340,27 +352,27 @@ export const bandwidthdConfigSchema: SchemaNode = {
         "reset_cron": {
           "type": "string",
           "default": "0 0 * * *",
-          "description": "daily quota reset, in the configured time zone"
+          "description": "daily quota reset, in the configured timezone (cron)"
         },
         "cleanup_cron": {
           "type": "string",
           "default": "0 */6 * * *",
-          "description": "cleanup job"
+          "description": "cleanup job (cron)"
         },
         "history_cron": {
           "type": "string",
           "default": "5 0 * * *",
-          "description": "history rollup job"
+          "description": "history job (cron)"
         },
         "health_cron": {
           "type": "string",
           "default": "*/5 * * * *",
-          "description": "verifies and repairs rules"
+          "description": "verifies and repairs rules (cron)"
         },
         "webhook_retry_cron": {
           "type": "string",
           "default": "*/1 * * * *",
-          "description": "retries stored webhooks"
+          "description": "retries stored webhooks (cron)"
         },
         "check_interval": {
           "type": "string",
@@ -373,13 +385,13 @@ export const bandwidthdConfigSchema: SchemaNode = {
     "status": {
       "type": "object",
       "default": {},
-      "description": "status ring",
+      "description": "in-memory status",
       "properties": {
         "history_size": {
           "type": "integer",
+          "minimum": 1,
           "default": 1000,
-          "description": "in-memory snapshots",
-          "minimum": 1
+          "description": "in-memory snapshots"
         },
         "update_interval": {
           "type": "string",
@@ -392,18 +404,18 @@ export const bandwidthdConfigSchema: SchemaNode = {
     "history": {
       "type": "object",
       "default": {},
-      "description": "history",
+      "description": "usage history",
       "properties": {
         "enabled": {
           "type": "boolean",
           "default": true,
-          "description": "keep history"
+          "description": "keep usage history"
         },
         "retention_days": {
           "type": "integer",
+          "minimum": 1,
           "default": 365,
-          "description": "history retention",
-          "minimum": 1
+          "description": "history retention (days)"
         },
         "rollup_interval": {
           "type": "string",
@@ -414,7 +426,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
         "export_enabled": {
           "type": "boolean",
           "default": false,
-          "description": "write CSV/JSON exports"
+          "description": "write history exports"
         },
         "export_path": {
           "type": "string",
@@ -426,7 +438,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
     "cleanup": {
       "type": "object",
       "default": {},
-      "description": "housekeeping",
+      "description": "periodic housekeeping",
       "properties": {
         "enabled": {
           "type": "boolean",
@@ -441,37 +453,37 @@ export const bandwidthdConfigSchema: SchemaNode = {
         },
         "stale_container_hours": {
           "type": "integer",
+          "minimum": 1,
           "default": 72,
-          "description": "forget containers gone this long",
-          "minimum": 1
+          "description": "forget containers gone this long (hours); at least 1"
         },
         "remove_tc_rules": {
           "type": "boolean",
           "default": true,
-          "description": "remove rules of removed containers"
+          "description": "remove the traffic-control rules of removed containers"
         },
         "compact_db": {
           "type": "boolean",
           "default": true,
-          "description": "compact the store"
+          "description": "compact the store during cleanup"
         }
       }
     },
     "notifications": {
       "type": "object",
       "default": {},
-      "description": "notifications (spec/3 §2.9)",
+      "description": "event notifications (spec/3 §2.9); secrets may be ${ENV_VAR} references",
       "properties": {
         "retry": {
           "type": "object",
           "default": {},
-          "description": "retry settings",
+          "description": "global retry settings, overridable per platform; max backoff 60 s (fixed)",
           "properties": {
             "max_retries": {
               "type": "integer",
+              "minimum": 1,
               "default": 5,
-              "description": "attempts including the first",
-              "minimum": 1
+              "description": "delivery attempts"
             },
             "backoff_base": {
               "type": "string",
@@ -491,7 +503,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
           "type": "number",
           "minimum": 0,
           "maximum": 1,
-          "description": "warning threshold as a fraction, for example 0.75"
+          "description": "quota warning threshold as a fraction, for example 0.75"
         },
         "chat_a": {
           "type": "object",
@@ -501,91 +513,92 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "enabled": {
               "type": "boolean",
               "default": false,
-              "description": "embed-style platform"
+              "description": "send to this platform"
             },
             "webhook_url": {
               "type": "string",
-              "default": "",
-              "description": "platform webhook URL (secret)"
+              "description": "platform webhook URL (a secret); required when enabled"
             },
             "events": {
               "type": "object",
               "default": {},
-              "description": "events sent to this platform (spec/3 §6.2)",
+              "description": "events sent to this destination, each individually enabled (spec/3 §6.2)",
               "properties": {
                 "daemon_started": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send daemon_started"
+                  "description": "send daemon_started: daemon starts"
                 },
                 "daemon_stopped": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send daemon_stopped"
+                  "description": "send daemon_stopped: graceful exit"
                 },
                 "container_found": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send container_found"
+                  "description": "send container_found: new container detected and managed"
                 },
                 "container_removed": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send container_removed"
+                  "description": "send container_removed: managed container no longer exists"
                 },
                 "quota_warning": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send quota_warning"
+                  "description": "send quota_warning: container reaches the warning threshold"
                 },
                 "quota_exceeded": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send quota_exceeded"
+                  "description": "send quota_exceeded: container reaches its limit; traffic is shaped"
                 },
                 "reset": {
                   "type": "boolean",
                   "default": false,
-                  "description": "send reset"
+                  "description": "send reset: counters reset by `bandwidth reset`"
                 },
                 "cleanup": {
                   "type": "boolean",
                   "default": false,
-                  "description": "send cleanup"
+                  "description": "send cleanup: `bandwidth cleanup` removes data"
                 },
                 "error": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send error"
+                  "description": "send error: non-fatal runtime error"
                 },
                 "config_updated": {
                   "type": "boolean",
                   "default": false,
-                  "description": "send config_updated"
+                  "description": "send config_updated: configuration reloaded or reapplied"
                 },
                 "tc_failed": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send tc_failed"
+                  "description": "send tc_failed: a traffic-control command fails on an interface"
                 },
                 "docker_error": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send docker_error"
+                  "description": "send docker_error: container runtime API error"
                 }
               }
             },
             "retry": {
               "type": "object",
-              "description": "per-endpoint retry override",
+              "description": "optional retry override; absent keys use notifications.retry",
               "properties": {
                 "max_retries": {
                   "type": "integer",
-                  "minimum": 1
+                  "minimum": 1,
+                  "description": "delivery attempts"
                 },
                 "backoff_base": {
                   "type": "string",
-                  "pattern": "^[0-9]+(ms|s|m|h|d)$"
+                  "pattern": "^[0-9]+(ms|s|m|h|d)$",
+                  "description": "attempt n waits base x 2^(n-1), at most 60 s (duration)"
                 }
               }
             }
@@ -599,101 +612,100 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "enabled": {
               "type": "boolean",
               "default": false,
-              "description": "block-style platform"
+              "description": "send to this platform"
             },
             "webhook_url": {
               "type": "string",
-              "default": "",
-              "description": "platform webhook URL (secret)"
+              "description": "platform webhook URL (a secret); required when enabled"
             },
             "events": {
               "type": "object",
               "default": {},
-              "description": "events sent to this platform (spec/3 §6.2)",
+              "description": "events sent to this destination, each individually enabled (spec/3 §6.2)",
               "properties": {
                 "daemon_started": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send daemon_started"
+                  "description": "send daemon_started: daemon starts"
                 },
                 "daemon_stopped": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send daemon_stopped"
+                  "description": "send daemon_stopped: graceful exit"
                 },
                 "container_found": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send container_found"
+                  "description": "send container_found: new container detected and managed"
                 },
                 "container_removed": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send container_removed"
+                  "description": "send container_removed: managed container no longer exists"
                 },
                 "quota_warning": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send quota_warning"
+                  "description": "send quota_warning: container reaches the warning threshold"
                 },
                 "quota_exceeded": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send quota_exceeded"
+                  "description": "send quota_exceeded: container reaches its limit; traffic is shaped"
                 },
                 "reset": {
                   "type": "boolean",
                   "default": false,
-                  "description": "send reset"
+                  "description": "send reset: counters reset by `bandwidth reset`"
                 },
                 "cleanup": {
                   "type": "boolean",
                   "default": false,
-                  "description": "send cleanup"
+                  "description": "send cleanup: `bandwidth cleanup` removes data"
                 },
                 "error": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send error"
+                  "description": "send error: non-fatal runtime error"
                 },
                 "config_updated": {
                   "type": "boolean",
                   "default": false,
-                  "description": "send config_updated"
+                  "description": "send config_updated: configuration reloaded or reapplied"
                 },
                 "tc_failed": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send tc_failed"
+                  "description": "send tc_failed: a traffic-control command fails on an interface"
                 },
                 "docker_error": {
                   "type": "boolean",
                   "default": true,
-                  "description": "send docker_error"
+                  "description": "send docker_error: container runtime API error"
                 }
               }
             },
             "channel": {
               "type": "string",
-              "default": "",
-              "description": "channel override"
+              "description": "channel to post to"
             },
             "username": {
               "type": "string",
-              "default": "",
-              "description": "sender name override"
+              "description": "name the messages are posted under"
             },
             "retry": {
               "type": "object",
-              "description": "per-endpoint retry override",
+              "description": "optional retry override; absent keys use notifications.retry",
               "properties": {
                 "max_retries": {
                   "type": "integer",
-                  "minimum": 1
+                  "minimum": 1,
+                  "description": "delivery attempts"
                 },
                 "backoff_base": {
                   "type": "string",
-                  "pattern": "^[0-9]+(ms|s|m|h|d)$"
+                  "pattern": "^[0-9]+(ms|s|m|h|d)$",
+                  "description": "attempt n waits base x 2^(n-1), at most 60 s (duration)"
                 }
               }
             }
@@ -705,6 +717,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
           "description": "generic HTTP endpoints",
           "items": {
             "type": "object",
+            "description": "one generic HTTP endpoint",
             "required": [
               "name",
               "url"
@@ -712,21 +725,25 @@ export const bandwidthdConfigSchema: SchemaNode = {
             "properties": {
               "name": {
                 "type": "string",
-                "minLength": 1
+                "minLength": 1,
+                "description": "endpoint name; required"
               },
               "enabled": {
                 "type": "boolean",
-                "default": true
+                "default": true,
+                "description": "send to this endpoint"
               },
               "url": {
                 "type": "string",
-                "minLength": 1
+                "minLength": 1,
+                "description": "endpoint URL; required"
               },
               "method": {
                 "type": "string",
                 "enum": [
                   "POST",
-                  "PUT"
+                  "PUT",
+                  "PATCH"
                 ],
                 "default": "POST",
                 "description": "HTTP method"
@@ -734,97 +751,91 @@ export const bandwidthdConfigSchema: SchemaNode = {
               "headers": {
                 "type": "object",
                 "default": {},
+                "description": "extra request headers, for example a bearer header built from ${ENV_VAR}",
                 "additionalProperties": {
                   "type": "string"
-                },
-                "description": "extra headers, e.g. a bearer header from ${ENV}"
-              },
-              "username": {
-                "type": "string",
-                "description": "basic authentication user"
-              },
-              "password": {
-                "type": "string",
-                "description": "basic authentication password"
+                }
               },
               "events": {
                 "type": "object",
                 "default": {},
-                "description": "events sent to this platform (spec/3 §6.2)",
+                "description": "events sent to this destination, each individually enabled (spec/3 §6.2)",
                 "properties": {
                   "daemon_started": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send daemon_started"
+                    "description": "send daemon_started: daemon starts"
                   },
                   "daemon_stopped": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send daemon_stopped"
+                    "description": "send daemon_stopped: graceful exit"
                   },
                   "container_found": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send container_found"
+                    "description": "send container_found: new container detected and managed"
                   },
                   "container_removed": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send container_removed"
+                    "description": "send container_removed: managed container no longer exists"
                   },
                   "quota_warning": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send quota_warning"
+                    "description": "send quota_warning: container reaches the warning threshold"
                   },
                   "quota_exceeded": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send quota_exceeded"
+                    "description": "send quota_exceeded: container reaches its limit; traffic is shaped"
                   },
                   "reset": {
                     "type": "boolean",
                     "default": false,
-                    "description": "send reset"
+                    "description": "send reset: counters reset by `bandwidth reset`"
                   },
                   "cleanup": {
                     "type": "boolean",
                     "default": false,
-                    "description": "send cleanup"
+                    "description": "send cleanup: `bandwidth cleanup` removes data"
                   },
                   "error": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send error"
+                    "description": "send error: non-fatal runtime error"
                   },
                   "config_updated": {
                     "type": "boolean",
                     "default": false,
-                    "description": "send config_updated"
+                    "description": "send config_updated: configuration reloaded or reapplied"
                   },
                   "tc_failed": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send tc_failed"
+                    "description": "send tc_failed: a traffic-control command fails on an interface"
                   },
                   "docker_error": {
                     "type": "boolean",
                     "default": true,
-                    "description": "send docker_error"
+                    "description": "send docker_error: container runtime API error"
                   }
                 }
               },
               "retry": {
                 "type": "object",
-                "description": "per-endpoint retry override",
+                "description": "optional retry override; absent keys use notifications.retry",
                 "properties": {
                   "max_retries": {
                     "type": "integer",
-                    "minimum": 1
+                    "minimum": 1,
+                    "description": "delivery attempts"
                   },
                   "backoff_base": {
                     "type": "string",
-                    "pattern": "^[0-9]+(ms|s|m|h|d)$"
+                    "pattern": "^[0-9]+(ms|s|m|h|d)$",
+                    "description": "attempt n waits base x 2^(n-1), at most 60 s (duration)"
                   }
                 }
               }
@@ -836,7 +847,7 @@ export const bandwidthdConfigSchema: SchemaNode = {
     "timezone": {
       "type": "string",
       "default": "UTC",
-      "description": "time zone of the cron schedules and daily quotas (IANA name)"
+      "description": "timezone of reset_cron and the daily quota (IANA name)"
     }
   }
 };
@@ -845,16 +856,13 @@ export const nodeAgentConfigSchema: SchemaNode = {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://hostkit.dev/schemas/config/node-agent.schema.json",
   "title": "NodeAgentConfig",
-  "description": "Node agent configuration, /etc/bandwidth-node/config.yaml (spec/1 §2.10). Omitted keys keep their defaults.",
+  "description": "Node agent configuration, /etc/bandwidth-node/config.yaml or $BANDWIDTH_NODE_CONFIG (spec/1 §2.10). Omitted keys keep their defaults; the agent must be restarted after a change.",
   "type": "object",
-  "required": [
-    "panel"
-  ],
   "properties": {
     "general": {
       "type": "object",
       "default": {},
-      "description": "general",
+      "description": "general settings",
       "properties": {
         "socket_path": {
           "type": "string",
@@ -877,7 +885,7 @@ export const nodeAgentConfigSchema: SchemaNode = {
             "error"
           ],
           "default": "info",
-          "description": "log level"
+          "description": "log level: debug, info, warn, error"
         },
         "console": {
           "type": "boolean",
@@ -891,21 +899,21 @@ export const nodeAgentConfigSchema: SchemaNode = {
         },
         "max_size_mb": {
           "type": "integer",
+          "minimum": 0,
           "default": 100,
-          "description": "rotate at this size",
-          "minimum": 0
+          "description": "rotate at this size (MB)"
         },
         "max_age_days": {
           "type": "integer",
+          "minimum": 0,
           "default": 30,
-          "description": "delete rotated logs older than this",
-          "minimum": 0
+          "description": "delete rotated logs older than this (days)"
         },
         "max_backups": {
           "type": "integer",
+          "minimum": 0,
           "default": 10,
-          "description": "rotated files kept",
-          "minimum": 0
+          "description": "rotated files kept"
         },
         "compress": {
           "type": "boolean",
@@ -926,24 +934,25 @@ export const nodeAgentConfigSchema: SchemaNode = {
     "database": {
       "type": "object",
       "default": {},
-      "description": "store",
+      "description": "local store",
       "properties": {
         "path": {
           "type": "string",
+          "minLength": 1,
           "default": "/var/lib/bandwidth-node/bandwidth-node.db",
-          "description": "store path; required",
-          "minLength": 1
+          "description": "store file path; required"
         },
         "max_open_conns": {
           "type": "integer",
           "default": 1,
-          "description": "single writer; keep 1"
+          "description": "single writer; keep 1",
+          "$comment": "no enum on purpose: the loader reports 'must be 1' itself"
         },
         "max_idle_conns": {
           "type": "integer",
+          "minimum": 0,
           "default": 1,
-          "description": "idle connections",
-          "minimum": 0
+          "description": "idle connections kept"
         },
         "journal_mode": {
           "type": "string",
@@ -953,7 +962,7 @@ export const nodeAgentConfigSchema: SchemaNode = {
             "TRUNCATE"
           ],
           "default": "WAL",
-          "description": "journal mode"
+          "description": "journal mode: WAL, DELETE, TRUNCATE"
         },
         "synchronous": {
           "type": "string",
@@ -963,13 +972,13 @@ export const nodeAgentConfigSchema: SchemaNode = {
             "FULL"
           ],
           "default": "NORMAL",
-          "description": "OFF can lose recent counters and queued events on power loss"
+          "description": "OFF, NORMAL, FULL; OFF can lose recent counters and queued events on power loss"
         },
         "cache_size_kb": {
           "type": "integer",
+          "minimum": 0,
           "default": 32000,
-          "description": "page cache size in KiB",
-          "minimum": 0
+          "description": "page cache size in KiB"
         },
         "auto_migrate": {
           "type": "boolean",
@@ -1012,12 +1021,12 @@ export const nodeAgentConfigSchema: SchemaNode = {
     "scheduler": {
       "type": "object",
       "default": {},
-      "description": "scheduler",
+      "description": "internal scheduler",
       "properties": {
         "enabled": {
           "type": "boolean",
           "default": true,
-          "description": "internal scheduler (event delivery, cleanup)"
+          "description": "internal scheduler (quota period resets, event delivery)"
         },
         "check_interval": {
           "type": "string",
@@ -1030,7 +1039,7 @@ export const nodeAgentConfigSchema: SchemaNode = {
     "cleanup": {
       "type": "object",
       "default": {},
-      "description": "housekeeping",
+      "description": "periodic housekeeping",
       "properties": {
         "enabled": {
           "type": "boolean",
@@ -1045,9 +1054,9 @@ export const nodeAgentConfigSchema: SchemaNode = {
         },
         "stale_server_hours": {
           "type": "integer",
+          "minimum": 0,
           "default": 72,
-          "description": "forget servers not seen this long; 0 = never",
-          "minimum": 0
+          "description": "forget servers not seen this long (hours); 0 = never"
         },
         "compact_db": {
           "type": "boolean",
@@ -1073,15 +1082,16 @@ export const nodeAgentConfigSchema: SchemaNode = {
         },
         "port": {
           "type": "integer",
-          "default": 8480,
-          "description": "API port",
           "minimum": 1,
-          "maximum": 65535
+          "maximum": 65535,
+          "default": 8480,
+          "description": "API port, 1-65535"
         }
       }
     },
     "panel": {
       "type": "object",
+      "default": {},
       "description": "the panel this node reports to",
       "required": [
         "url"
@@ -1090,7 +1100,7 @@ export const nodeAgentConfigSchema: SchemaNode = {
         "url": {
           "type": "string",
           "minLength": 1,
-          "description": "the panel's base URL; required"
+          "description": "panel base URL; required, the agent refuses to start without it"
         },
         "token_file": {
           "type": "string",
@@ -1101,14 +1111,14 @@ export const nodeAgentConfigSchema: SchemaNode = {
           "type": "string",
           "pattern": "^[0-9]+(ms|s|m|h|d)$",
           "default": "60s",
-          "description": "heartbeat interval until the panel sets one; must be positive (duration)"
+          "description": "heartbeat interval; must be positive; the panel's heartbeat_interval_seconds replaces it after registration (duration)"
         }
       }
     },
     "traffic_control": {
       "type": "object",
       "default": {},
-      "description": "traffic control",
+      "description": "traffic shaping",
       "properties": {
         "enabled": {
           "type": "boolean",
@@ -1120,7 +1130,7 @@ export const nodeAgentConfigSchema: SchemaNode = {
     "timezone": {
       "type": "string",
       "default": "UTC",
-      "description": "quota calendar time zone (IANA name); the panel's timezone in the limits payload overrides it"
+      "description": "quota calendar timezone, a valid IANA name, otherwise validation fails; the panel's timezone in the limits payload overrides it"
     }
   }
 };
@@ -1129,18 +1139,18 @@ export const panelConfigSchema: SchemaNode = {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://hostkit.dev/schemas/config/panel.schema.json",
   "title": "PanelConfig",
-  "description": "Hosting panel configuration.",
+  "description": "Hosting panel configuration (hostkit panel serve).",
   "type": "object",
   "properties": {
     "listen": {
       "type": "string",
       "default": "127.0.0.1:8080",
-      "description": "ip:port the panel listens on"
+      "description": "address the panel listens on (host:port)"
     },
     "base_url": {
       "type": "string",
       "default": "http://127.0.0.1:8080",
-      "description": "public URL of the panel"
+      "description": "public base URL of the panel"
     },
     "data_dir": {
       "type": "string",
@@ -1158,14 +1168,14 @@ export const panelConfigSchema: SchemaNode = {
             "sqlite"
           ],
           "default": "sqlite",
-          "description": "store driver; sqlite is embedded"
+          "description": "database driver"
         }
       }
     },
     "mail": {
       "type": "object",
       "default": {},
-      "description": "outgoing mail",
+      "description": "outgoing mail (SMTP)",
       "properties": {
         "host": {
           "type": "string",
@@ -1174,20 +1184,20 @@ export const panelConfigSchema: SchemaNode = {
         },
         "port": {
           "type": "integer",
-          "default": 25,
-          "description": "SMTP port",
           "minimum": 1,
-          "maximum": 65535
+          "maximum": 65535,
+          "default": 25,
+          "description": "SMTP port, 1-65535"
         },
         "secure": {
           "type": "boolean",
           "default": false,
-          "description": "implicit TLS"
+          "description": "use implicit TLS"
         },
         "username": {
           "type": "string",
           "default": "",
-          "description": "SMTP user"
+          "description": "SMTP user name; empty = no authentication"
         },
         "password": {
           "type": "string",
@@ -1204,12 +1214,12 @@ export const panelConfigSchema: SchemaNode = {
     "app_key_file": {
       "type": "string",
       "default": "app.key",
-      "description": "key for secrets at rest; relative to data_dir; generated on first start, mode 0600"
+      "description": "key file for secrets at rest, relative to data_dir unless absolute"
     },
     "volumes_dir": {
       "type": "string",
       "default": "/var/lib/pterodactyl/volumes",
-      "description": "server volumes of same-host nodes"
+      "description": "server volumes directory of same-host nodes"
     },
     "logging": {
       "type": "object",
@@ -1225,17 +1235,17 @@ export const panelConfigSchema: SchemaNode = {
             "error"
           ],
           "default": "info",
-          "description": "log level"
+          "description": "log level: debug, info, warn, error"
         },
         "console": {
           "type": "boolean",
           "default": true,
-          "description": "log to stdout"
+          "description": "also log to stdout"
         },
         "file": {
           "type": "string",
           "default": "",
-          "description": "log file; empty = none"
+          "description": "log file path; empty = no file"
         },
         "format": {
           "type": "string",
@@ -1255,7 +1265,7 @@ export const proxyGlobalConfigSchema: SchemaNode = {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://hostkit.dev/schemas/config/proxy-global.schema.json",
   "title": "ProxyGlobalConfig",
-  "description": "Reverse proxy global configuration, <root>/config.yaml (spec/3 §2.2).",
+  "description": "Reverse proxy global configuration, <root>/config.yaml (spec/3 §2.2). Every field is optional at the parser level; unknown fields are ignored.",
   "type": "object",
   "properties": {
     "listen_http": {
@@ -1281,12 +1291,12 @@ export const proxyGlobalConfigSchema: SchemaNode = {
     "data_dir": {
       "type": "string",
       "default": "data",
-      "description": "runtime state; relative to root unless absolute"
+      "description": "runtime state (quota counters, challenge secret, snapshots); relative to root unless absolute"
     },
     "sites_dir": {
       "type": "string",
       "default": "sites.d",
-      "description": "site files directory"
+      "description": "site files directory; relative to root unless absolute"
     },
     "log_level": {
       "type": "string",
@@ -1298,7 +1308,7 @@ export const proxyGlobalConfigSchema: SchemaNode = {
         "trace"
       ],
       "default": "info",
-      "description": "log level; RUST_LOG overrides it"
+      "description": "error, warn, info, debug, trace; RUST_LOG overrides it"
     },
     "admin": {
       "type": "object",
@@ -1308,14 +1318,15 @@ export const proxyGlobalConfigSchema: SchemaNode = {
         "listen": {
           "type": "string",
           "default": "127.0.0.1:9090",
-          "description": "admin API bind address"
+          "description": "admin API bind address (ip:port)"
         },
         "tokens": {
           "type": "array",
           "default": [],
-          "description": "at least one required",
+          "description": "admin API bearer tokens; at least one required",
           "items": {
             "type": "object",
+            "description": "one admin token",
             "required": [
               "name",
               "token"
@@ -1339,7 +1350,7 @@ export const proxyGlobalConfigSchema: SchemaNode = {
                   "readonly"
                 ],
                 "default": "operator",
-                "description": "admin: full control; operator: sites, bans, reload; readonly: GET only"
+                "description": "admin (full control including global config and tokens), operator (sites, bans, reload), readonly (GET endpoints only)"
               }
             }
           }
@@ -1350,7 +1361,7 @@ export const proxyGlobalConfigSchema: SchemaNode = {
             "type": "string"
           },
           "default": [],
-          "description": "if non-empty, the request Host must be in the list; checked before tokens"
+          "description": "if non-empty, the request Host header must be in the list; checked before token authentication"
         }
       }
     },
@@ -1373,7 +1384,7 @@ export const proxyGlobalConfigSchema: SchemaNode = {
             "type": "string"
           },
           "default": [],
-          "description": "if non-empty only these may pass; wins over blacklist"
+          "description": "IP/CIDR; if non-empty only these may pass; wins over blacklist"
         }
       }
     },
@@ -1384,21 +1395,21 @@ export const proxyGlobalConfigSchema: SchemaNode = {
       "properties": {
         "channel_capacity": {
           "type": "integer",
+          "minimum": 64,
           "default": 65536,
-          "description": "telemetry broadcast capacity",
-          "minimum": 64
+          "description": "telemetry broadcast capacity, minimum 64; events are dropped and counted under congestion"
         },
         "recent_buffer": {
           "type": "integer",
+          "minimum": 1,
           "default": 10000,
-          "description": "per-site ring of recent request events",
-          "minimum": 1
+          "description": "per-site ring of recent request events"
         },
         "aggregate_retention_hours": {
           "type": "integer",
+          "minimum": 1,
           "default": 168,
-          "description": "retention of per-minute aggregates",
-          "minimum": 1
+          "description": "retention of per-minute aggregates (hours)"
         }
       }
     }
@@ -1409,7 +1420,7 @@ export const proxySiteConfigSchema: SchemaNode = {
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "$id": "https://hostkit.dev/schemas/config/proxy-site.schema.json",
   "title": "ProxySiteConfig",
-  "description": "Reverse proxy site, <root>/sites.d/<name>.yaml (spec/3 §2.3-2.6). Only hostnames and origin.url are required.",
+  "description": "Reverse proxy site, <root>/sites.d/<name>.yaml (spec/3 §2.3-2.6). A file with only hostnames and origin.url is valid; every other field has a default.",
   "type": "object",
   "required": [
     "hostnames",
@@ -1421,13 +1432,15 @@ export const proxySiteConfigSchema: SchemaNode = {
       "default": "",
       "anyOf": [
         {
+          "type": "string",
           "const": ""
         },
         {
+          "type": "string",
           "pattern": "^[A-Za-z0-9._-]{1,64}$"
         }
       ],
-      "description": "[A-Za-z0-9._-]{1,64}; if empty the loader assigns one and rewrites the file"
+      "description": "site id matching [A-Za-z0-9._-]{1,64} when set; if empty the loader assigns one and rewrites the file"
     },
     "enabled": {
       "type": "boolean",
@@ -1441,19 +1454,20 @@ export const proxySiteConfigSchema: SchemaNode = {
         "type": "string",
         "minLength": 1
       },
-      "description": "hostnames of the site; *.domain matches any depth below the domain"
+      "description": "hostnames of the site; required, at least one; *.domain matches any depth below the domain"
     },
     "origin": {
       "type": "object",
+      "default": {},
+      "description": "the origin web server",
       "required": [
         "url"
       ],
-      "description": "the origin web server",
       "properties": {
         "url": {
           "type": "string",
           "minLength": 1,
-          "description": "absolute http or https URL, no path, no userinfo"
+          "description": "required; absolute http or https URL, no path, no userinfo"
         },
         "host_header": {
           "type": [
@@ -1461,31 +1475,31 @@ export const proxySiteConfigSchema: SchemaNode = {
             "null"
           ],
           "default": null,
-          "description": "Host sent to the origin; default is the client Host"
+          "description": "Host sent to the origin; null = the client Host"
         },
         "connect_timeout_ms": {
           "type": "integer",
+          "minimum": 1,
           "default": 5000,
-          "description": "connect timeout",
-          "minimum": 1
+          "description": "origin connect timeout (ms)"
         },
         "read_timeout_ms": {
           "type": "integer",
+          "minimum": 1,
           "default": 30000,
-          "description": "read timeout",
-          "minimum": 1
+          "description": "origin read timeout (ms)"
         },
         "keepalive_secs": {
           "type": "integer",
+          "minimum": 0,
           "default": 75,
-          "description": "idle keep-alive of origin connections",
-          "minimum": 0
+          "description": "idle keep-alive of pooled origin connections (seconds)"
         },
         "max_idle_per_host": {
           "type": "integer",
+          "minimum": 0,
           "default": 32,
-          "description": "idle origin connections kept",
-          "minimum": 0
+          "description": "idle origin connections kept per host"
         }
       }
     },
@@ -1497,38 +1511,38 @@ export const proxySiteConfigSchema: SchemaNode = {
         "enabled": {
           "type": "boolean",
           "default": false,
-          "description": "serve HTTPS for the hostnames"
+          "description": "serve the hostnames over HTTPS"
         },
         "cert_path": {
           "type": "string",
           "default": "",
-          "description": "PEM certificate; must exist when enabled"
+          "description": "PEM certificate file; must exist at load time when enabled"
         },
         "key_path": {
           "type": "string",
           "default": "",
-          "description": "PEM key; must exist when enabled"
+          "description": "PEM key file; must exist at load time when enabled"
         },
         "redirect_http_to_https": {
           "type": "boolean",
           "default": true,
-          "description": "cleartext requests get 308 to https"
+          "description": "cleartext requests get 308 to https; a non-default port in the request Host is kept, ports 80 and 443 are dropped"
         },
         "hsts_max_age": {
           "type": [
             "integer",
             "null"
           ],
+          "minimum": 0,
           "default": null,
-          "description": "Strict-Transport-Security max-age when set",
-          "minimum": 0
+          "description": "if set, HTTPS responses carry Strict-Transport-Security: max-age=<n>"
         }
       }
     },
     "client_ip": {
       "type": "object",
       "default": {},
-      "description": "client IP",
+      "description": "client IP resolution and forwarding",
       "properties": {
         "trusted_proxies": {
           "type": "array",
@@ -1536,7 +1550,7 @@ export const proxySiteConfigSchema: SchemaNode = {
             "type": "string"
           },
           "default": [],
-          "description": "peers whose X-Forwarded-For is trusted (IP/CIDR)"
+          "description": "IP/CIDR of peers whose X-Forwarded-For is trusted"
         },
         "forward_mode": {
           "type": "string",
@@ -1548,7 +1562,7 @@ export const proxySiteConfigSchema: SchemaNode = {
             "custom"
           ],
           "default": "x_forwarded_for",
-          "description": "client IP header sent to the origin"
+          "description": "client IP header sent to the origin: none, x_forwarded_for, x_real_ip, forwarded, custom"
         },
         "custom_header": {
           "type": [
@@ -1556,12 +1570,12 @@ export const proxySiteConfigSchema: SchemaNode = {
             "null"
           ],
           "default": null,
-          "description": "required non-empty when forward_mode is custom"
+          "description": "header name; required non-empty when forward_mode is custom"
         },
         "transparent": {
           "type": "boolean",
           "default": false,
-          "description": "source upstream connections from the client IP (IPv4, needs privileges)"
+          "description": "source the upstream connection from the client IP (needs elevated privileges and policy routing; IPv4 only; falls back to normal egress with a warning)"
         },
         "proxy_protocol": {
           "type": "string",
@@ -1571,19 +1585,19 @@ export const proxySiteConfigSchema: SchemaNode = {
             "v2"
           ],
           "default": "off",
-          "description": "PROXY protocol header sent on every upstream connection"
+          "description": "PROXY protocol header sent before any bytes on every upstream connection: off, v1, v2"
         }
       }
     },
     "protection": {
       "type": "object",
       "default": {},
-      "description": "protection",
+      "description": "request protection",
       "properties": {
         "acl": {
           "type": "object",
           "default": {},
-          "description": "site IP ACL",
+          "description": "site IP ACL, evaluated after the global ACL and the ban check",
           "properties": {
             "blacklist": {
               "type": "array",
@@ -1599,7 +1613,7 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "type": "string"
               },
               "default": [],
-              "description": "if non-empty only these pass; wins over blacklist"
+              "description": "IP/CIDR; wins over blacklist; a non-empty whitelist denies everything else"
             }
           }
         },
@@ -1616,38 +1630,38 @@ export const proxySiteConfigSchema: SchemaNode = {
             "per_ip": {
               "type": "object",
               "default": {},
-              "description": "per client IP",
+              "description": "limit per client IP",
               "properties": {
                 "requests": {
                   "type": "integer",
+                  "minimum": 0,
                   "default": 300,
-                  "description": "requests per window",
-                  "minimum": 1
+                  "description": "requests allowed per window per client IP"
                 },
                 "window_secs": {
                   "type": "integer",
+                  "minimum": 1,
                   "default": 60,
-                  "description": "window; must be above 0",
-                  "minimum": 1
+                  "description": "window length (seconds); must be above 0"
                 }
               }
             },
             "per_site": {
               "type": "object",
               "default": {},
-              "description": "per site",
+              "description": "limit per site",
               "properties": {
                 "requests": {
                   "type": "integer",
+                  "minimum": 0,
                   "default": 5000,
-                  "description": "requests per window",
-                  "minimum": 1
+                  "description": "requests allowed per window per site"
                 },
                 "window_secs": {
                   "type": "integer",
+                  "minimum": 1,
                   "default": 10,
-                  "description": "window; must be above 0",
-                  "minimum": 1
+                  "description": "window length (seconds); must be above 0"
                 }
               }
             },
@@ -1658,74 +1672,75 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "challenge"
               ],
               "default": "block",
-              "description": "block = 429 (403 for repeat hits); challenge = PoW page"
+              "description": "block = 429 (403 for repeat hits); challenge = PoW page, downgraded to 429 when challenge.mode is off"
             },
             "ban_after_violations": {
               "type": "integer",
+              "minimum": 0,
               "default": 0,
-              "description": "violations inside one window before a temp ban; 0 = never",
-              "minimum": 0
+              "description": "violations inside one window before a temp ban; 0 = never"
             },
             "ban_duration_secs": {
               "type": "integer",
+              "minimum": 1,
               "default": 600,
-              "description": "base ban length; doubles for repeat offenders, capped at 24 h",
-              "minimum": 1
+              "description": "base ban length (seconds); repeat offenders double, capped at 24 h"
             }
           }
         },
         "connections": {
           "type": "object",
           "default": {},
-          "description": "connection limits",
+          "description": "concurrent connection limits",
           "properties": {
             "per_ip": {
               "type": "integer",
+              "minimum": 0,
               "default": 0,
-              "description": "max concurrent in-flight requests per IP; 0 = unlimited",
-              "minimum": 0
+              "description": "max concurrent in-flight requests per IP; 0 = unlimited (rule conn.per_ip)"
             },
             "per_site": {
               "type": "integer",
+              "minimum": 0,
               "default": 0,
-              "description": "same per site; 0 = unlimited",
-              "minimum": 0
+              "description": "max concurrent in-flight requests per site; 0 = unlimited (rule conn.per_site)"
             }
           }
         },
         "request_limits": {
           "type": "object",
           "default": {},
-          "description": "request limits",
+          "description": "request size and method limits",
           "properties": {
             "max_uri_bytes": {
               "type": "integer",
+              "minimum": 1,
               "default": 8192,
-              "description": "longer targets rejected",
-              "minimum": 1
+              "description": "longer request targets are rejected"
             },
             "max_header_bytes": {
               "type": "integer",
+              "minimum": 1,
               "default": 32768,
-              "description": "header section cap",
-              "minimum": 1
+              "description": "header section cap (bytes)"
             },
             "max_body_bytes": {
               "type": "integer",
+              "minimum": 0,
               "default": 16777216,
-              "description": "larger bodies get 413",
-              "minimum": 0
+              "description": "larger bodies get 413; chunked bodies are cut mid-stream"
             },
             "body_inspect_bytes": {
               "type": "integer",
+              "minimum": 0,
               "default": 65536,
-              "description": "max body bytes buffered for the WAF",
-              "minimum": 0
+              "description": "max body bytes buffered for the WAF (only when waf.inspect_body is on and the type is text-like)"
             },
             "allowed_methods": {
               "type": "array",
               "items": {
-                "type": "string"
+                "type": "string",
+                "minLength": 1
               },
               "default": [
                 "GET",
@@ -1736,7 +1751,7 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "DELETE",
                 "OPTIONS"
               ],
-              "description": "others get 405"
+              "description": "allowed request methods; others get 405"
             },
             "blocked_path_prefixes": {
               "type": "array",
@@ -1744,39 +1759,39 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "type": "string"
               },
               "default": [],
-              "description": "always blocked"
+              "description": "path prefixes that are always blocked"
             }
           }
         },
         "waf": {
           "type": "object",
           "default": {},
-          "description": "WAF",
+          "description": "web application firewall",
           "properties": {
             "sqli": {
               "type": "boolean",
               "default": true,
-              "description": "SQL injection patterns"
+              "description": "SQL injection pattern family"
             },
             "xss": {
               "type": "boolean",
               "default": true,
-              "description": "cross-site scripting patterns"
+              "description": "cross-site scripting pattern family"
             },
             "path_traversal": {
               "type": "boolean",
               "default": true,
-              "description": "path traversal patterns"
+              "description": "path traversal pattern family"
             },
             "rce": {
               "type": "boolean",
               "default": true,
-              "description": "remote code execution patterns"
+              "description": "remote code execution pattern family"
             },
             "scanner_block": {
               "type": "boolean",
               "default": true,
-              "description": "block known scanner user agents"
+              "description": "block known scanner user agents (rule scanner)"
             },
             "bad_bot": {
               "type": "boolean",
@@ -1791,9 +1806,10 @@ export const proxySiteConfigSchema: SchemaNode = {
             "custom_rules": {
               "type": "array",
               "default": [],
-              "description": "custom rules",
+              "description": "custom WAF rules",
               "items": {
                 "type": "object",
+                "description": "one custom rule",
                 "required": [
                   "id",
                   "name",
@@ -1803,20 +1819,22 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "properties": {
                   "id": {
                     "type": "string",
-                    "minLength": 1
+                    "minLength": 1,
+                    "description": "rule id, reported in telemetry; required"
                   },
                   "name": {
                     "type": "string",
-                    "minLength": 1
+                    "minLength": 1,
+                    "description": "rule name; required"
                   },
                   "enabled": {
                     "type": "boolean",
-                    "default": true
+                    "default": true,
+                    "description": "rule is active"
                   },
                   "target": {
                     "oneOf": [
                       {
-                        "type": "string",
                         "enum": [
                           "uri",
                           "query",
@@ -1833,18 +1851,19 @@ export const proxySiteConfigSchema: SchemaNode = {
                         "properties": {
                           "header": {
                             "type": "string",
-                            "minLength": 1
+                            "minLength": 1,
+                            "description": "header name"
                           }
                         },
                         "additionalProperties": false
                       }
                     ],
-                    "description": "uri, query, body, user_agent, method, or a header target (YAML: !header Name; JSON: {header: Name})"
+                    "description": "what the pattern is matched against: uri, query, body, user_agent, method, or a header target (YAML: !header Name; JSON: {\"header\": \"Name\"})"
                   },
                   "pattern": {
                     "type": "string",
                     "minLength": 1,
-                    "description": "regular expression without backreferences or lookaround"
+                    "description": "regular expression without backreferences or lookaround; an invalid pattern fails validation of the whole file"
                   },
                   "action": {
                     "type": "string",
@@ -1854,7 +1873,7 @@ export const proxySiteConfigSchema: SchemaNode = {
                       "log"
                     ],
                     "default": "block",
-                    "description": "block, challenge, or log (allow and record)"
+                    "description": "block, challenge, or log (allow and record the hit)"
                   }
                 }
               }
@@ -1864,7 +1883,7 @@ export const proxySiteConfigSchema: SchemaNode = {
         "challenge": {
           "type": "object",
           "default": {},
-          "description": "proof-of-work challenge",
+          "description": "JS proof-of-work challenge",
           "properties": {
             "mode": {
               "type": "string",
@@ -1874,19 +1893,19 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "on"
               ],
               "default": "off",
-              "description": "off, auto (honor verdicts), on (challenge everything without clearance)"
+              "description": "off (challenge verdicts degrade to blocks or 429), auto (honor verdicts from rules, limits and bot score), on (challenge every request without valid clearance)"
             },
             "difficulty": {
               "type": "integer",
+              "minimum": 1,
               "default": 4,
-              "description": "leading zero hex nibbles, effectively capped at 16",
-              "minimum": 1
+              "description": "leading zero hex nibbles; each +1 multiplies work by 16; effectively capped at 16"
             },
             "ttl_secs": {
               "type": "integer",
+              "minimum": 1,
               "default": 1800,
-              "description": "clearance cookie lifetime",
-              "minimum": 1
+              "description": "clearance cookie lifetime (seconds)"
             }
           }
         },
@@ -1902,29 +1921,29 @@ export const proxySiteConfigSchema: SchemaNode = {
             },
             "challenge_score": {
               "type": "integer",
-              "default": 50,
-              "description": "score at or above means challenge",
               "minimum": 0,
-              "maximum": 100
+              "maximum": 100,
+              "default": 50,
+              "description": "score (0-100) at or above which the request is challenged"
             },
             "block_score": {
               "type": "integer",
-              "default": 80,
-              "description": "score at or above means block",
               "minimum": 0,
-              "maximum": 100
+              "maximum": 100,
+              "default": 80,
+              "description": "score (0-100) at or above which the request is blocked"
             },
             "allow_good_bots": {
               "type": "boolean",
               "default": true,
-              "description": "verified-good crawler user agents skip bot rules"
+              "description": "verified-good crawler user agents skip bot rules (user-agent match only)"
             }
           }
         },
         "auto_mitigation": {
           "type": "object",
           "default": {},
-          "description": "auto-mitigation",
+          "description": "automatic tightening under floods",
           "properties": {
             "enabled": {
               "type": "boolean",
@@ -1933,22 +1952,22 @@ export const proxySiteConfigSchema: SchemaNode = {
             },
             "threshold_rps": {
               "type": "number",
+              "exclusiveMinimum": 0,
               "default": 800,
-              "description": "site RPS that triggers tightening",
-              "exclusiveMinimum": 0
+              "description": "site requests per second that trigger tightening"
             },
             "duration_secs": {
               "type": "integer",
+              "minimum": 1,
               "default": 300,
-              "description": "renewed while the flood continues",
-              "minimum": 1
+              "description": "mitigation length (seconds), renewed while the flood continues"
             },
             "factor": {
               "type": "number",
-              "default": 0.25,
-              "description": "multiplier applied to rate limits while mitigating",
+              "exclusiveMinimum": 0,
               "maximum": 1,
-              "exclusiveMinimum": 0
+              "default": 0.25,
+              "description": "multiplier applied to rate limits while mitigating"
             }
           }
         }
@@ -1957,16 +1976,16 @@ export const proxySiteConfigSchema: SchemaNode = {
     "bandwidth": {
       "type": "object",
       "default": {},
-      "description": "bandwidth",
+      "description": "monthly quota and speed caps",
       "properties": {
         "monthly_quota_bytes": {
           "type": [
             "integer",
             "null"
           ],
+          "minimum": 0,
           "default": null,
-          "description": "total up + down bytes per month; null = unlimited",
-          "minimum": 0
+          "description": "total up + down bytes per month; null = unlimited"
         },
         "quota_action": {
           "type": "string",
@@ -1975,59 +1994,59 @@ export const proxySiteConfigSchema: SchemaNode = {
             "close"
           ],
           "default": "error_page",
-          "description": "error_page = 509; close = connection closed"
+          "description": "error_page = status 509; close = connection closed without response"
         },
         "quota_reset_day": {
           "type": [
             "integer",
             "null"
           ],
-          "default": null,
-          "description": "1-28; null means 1",
           "minimum": 1,
-          "maximum": 28
+          "maximum": 28,
+          "default": null,
+          "description": "day of month the quota resets, 1-28; null means 1"
         },
         "max_site_bps": {
           "type": [
             "integer",
             "null"
           ],
+          "minimum": 1,
           "default": null,
-          "description": "site-wide send-rate cap, bytes/sec",
-          "minimum": 1
+          "description": "site-wide send-rate cap (bytes/sec, shared token bucket); null = no cap"
         },
         "max_ip_bps": {
           "type": [
             "integer",
             "null"
           ],
+          "minimum": 1,
           "default": null,
-          "description": "per-client-IP cap, bytes/sec",
-          "minimum": 1
+          "description": "per-client-IP send-rate cap (bytes/sec); null = no cap"
         }
       }
     },
     "websockets": {
       "type": "object",
       "default": {},
-      "description": "WebSockets",
+      "description": "WebSocket and other upgrades",
       "properties": {
         "enabled": {
           "type": "boolean",
           "default": true,
-          "description": "false: upgrade requests get 403"
+          "description": "false: upgrade requests get 403 (rule websocket.disabled) before the origin is contacted"
         },
         "idle_timeout_secs": {
           "type": "integer",
+          "minimum": 0,
           "default": 3600,
-          "description": "close idle tunnels; pings count; 0 = never",
-          "minimum": 0
+          "description": "close tunnels idle this long (seconds); pings count; 0 = never"
         },
         "max_lifetime_secs": {
           "type": "integer",
+          "minimum": 0,
           "default": 0,
-          "description": "hard cap on tunnel age; 0 = unlimited",
-          "minimum": 0
+          "description": "hard cap on tunnel age (seconds); 0 = unlimited"
         }
       }
     }

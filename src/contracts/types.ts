@@ -2,11 +2,11 @@
 
 // config/bandwidthd.schema.json
 /**
- * Container bandwidth daemon configuration, /etc/bandwidth/config.yaml (spec/3 §2.8-2.9). Omitted keys keep their defaults.
+ * Container bandwidth daemon configuration, /etc/bandwidth/config.yaml (spec/3 §2.8-2.9). Omitted keys keep their defaults; dangerous combinations are rejected at start. Precedence: container labels, then this file, then built-in defaults.
  */
 export interface BandwidthdConfig {
   /**
-   * general
+   * general settings
    */
   general: {
     /**
@@ -27,7 +27,7 @@ export interface BandwidthdConfig {
    */
   logging: {
     /**
-     * log level
+     * log level: debug, info, warn, error
      */
     level: 'debug' | 'info' | 'warn' | 'error';
     /**
@@ -35,19 +35,19 @@ export interface BandwidthdConfig {
      */
     console: boolean;
     /**
-     * log file
+     * log file path
      */
     file: string;
     /**
-     * rotate at this size
+     * rotation: rotate at this size (MB)
      */
     max_size_mb: number;
     /**
-     * delete rotated logs older than this
+     * rotation: delete rotated logs older than this (days)
      */
     max_age_days: number;
     /**
-     * rotated files kept
+     * rotation: rotated files kept
      */
     max_backups: number;
     /**
@@ -60,11 +60,11 @@ export interface BandwidthdConfig {
     format: 'text' | 'json';
   };
   /**
-   * store
+   * local store
    */
   database: {
     /**
-     * required; local storage only
+     * store file path; required; local storage only
      */
     path: string;
     /**
@@ -72,15 +72,15 @@ export interface BandwidthdConfig {
      */
     max_open_conns: number;
     /**
-     * idle connections
+     * idle connections kept
      */
     max_idle_conns: number;
     /**
-     * journal mode
+     * journal mode: WAL, DELETE, TRUNCATE, MEMORY, OFF
      */
     journal_mode: 'WAL' | 'DELETE' | 'TRUNCATE' | 'MEMORY' | 'OFF';
     /**
-     * synchronous
+     * synchronous mode: OFF, NORMAL, FULL, EXTRA
      */
     synchronous: 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
     /**
@@ -101,7 +101,7 @@ export interface BandwidthdConfig {
      */
     endpoint: string;
     /**
-     * ceiling for version negotiation
+     * API version ceiling for version negotiation
      */
     api_version: string;
     /**
@@ -113,11 +113,11 @@ export interface BandwidthdConfig {
      */
     tls_cert_path: string;
     /**
-     * container rescan (duration)
+     * rescan of running containers (duration)
      */
     discovery_interval: string;
     /**
-     * subscribe to the runtime event stream
+     * subscribe to the container runtime event stream
      */
     watch_events: boolean;
   };
@@ -126,23 +126,23 @@ export interface BandwidthdConfig {
    */
   bandwidth: {
     /**
-     * must be above 0
+     * guaranteed RX rate (Mbit/s); must be above 0
      */
     default_rx_mbps: number;
     /**
-     * must be above 0
+     * guaranteed TX rate (Mbit/s); must be above 0
      */
     default_tx_mbps: number;
     /**
-     * burst ceiling; must not be below the guaranteed rate
+     * burst ceiling (Mbit/s); must not be below the guaranteed rate
      */
     default_ceil_mbps: number;
     /**
-     * token bucket burst size
+     * token bucket burst size (Mbit)
      */
     default_burst_mbps: number;
     /**
-     * must be above 0 (duration)
+     * counter poll cycle; must be above 0 (duration)
      */
     poll_interval: string;
   };
@@ -151,28 +151,28 @@ export interface BandwidthdConfig {
    */
   quota: {
     /**
-     * daily allowance per container; 0 = disabled
+     * daily allowance per container (GB); 0 = disabled
      */
     default_quota_gb: number;
     /**
-     * speed after exceeding; 0 is invalid
+     * RX speed after exceeding (Mbit/s); 0 is invalid
      */
     exceeded_speed_rx_mbps: number;
     /**
-     * speed after exceeding; 0 is invalid
+     * TX speed after exceeding (Mbit/s); 0 is invalid
      */
     exceeded_speed_tx_mbps: number;
     /**
-     * warning threshold; 0 disables
+     * warning threshold, percent of the quota (0-100); 0 disables
      */
     warning_percent: number;
     /**
-     * true removes all rate rules (external enforcement); false throttles
+     * true removes all rate rules so the container runs unrestricted (for external enforcement); false throttles
      */
     disconnect_on_exceeded: boolean;
   };
   /**
-   * webhooks
+   * webhook delivery
    */
   webhook: {
     /**
@@ -197,19 +197,30 @@ export interface BandwidthdConfig {
     persist_queue: boolean;
     /**
      * webhook endpoints
+     *
+     * Items: one webhook endpoint
      */
     endpoints: {
+      /**
+       * endpoint name; required
+       */
       name: string;
+      /**
+       * endpoint URL; required
+       */
       url: string;
       /**
-       * payload style
+       * payload style: chat_a (embed-like), chat_b (block-like) or generic
        */
       type: 'chat_a' | 'chat_b' | 'generic';
+      /**
+       * whether the endpoint receives webhooks; required
+       */
       enabled: boolean;
     }[];
   };
   /**
-   * scheduler
+   * scheduled jobs
    */
   scheduler: {
     /**
@@ -217,23 +228,23 @@ export interface BandwidthdConfig {
      */
     enabled: boolean;
     /**
-     * daily quota reset, in the configured time zone
+     * daily quota reset, in the configured timezone (cron)
      */
     reset_cron: string;
     /**
-     * cleanup job
+     * cleanup job (cron)
      */
     cleanup_cron: string;
     /**
-     * history rollup job
+     * history job (cron)
      */
     history_cron: string;
     /**
-     * verifies and repairs rules
+     * verifies and repairs rules (cron)
      */
     health_cron: string;
     /**
-     * retries stored webhooks
+     * retries stored webhooks (cron)
      */
     webhook_retry_cron: string;
     /**
@@ -242,7 +253,7 @@ export interface BandwidthdConfig {
     check_interval: string;
   };
   /**
-   * status ring
+   * in-memory status
    */
   status: {
     /**
@@ -255,15 +266,15 @@ export interface BandwidthdConfig {
     update_interval: string;
   };
   /**
-   * history
+   * usage history
    */
   history: {
     /**
-     * keep history
+     * keep usage history
      */
     enabled: boolean;
     /**
-     * history retention
+     * history retention (days)
      */
     retention_days: number;
     /**
@@ -271,7 +282,7 @@ export interface BandwidthdConfig {
      */
     rollup_interval: string;
     /**
-     * write CSV/JSON exports
+     * write history exports
      */
     export_enabled: boolean;
     /**
@@ -280,7 +291,7 @@ export interface BandwidthdConfig {
     export_path: string;
   };
   /**
-   * housekeeping
+   * periodic housekeeping
    */
   cleanup: {
     /**
@@ -292,28 +303,28 @@ export interface BandwidthdConfig {
      */
     interval: string;
     /**
-     * forget containers gone this long
+     * forget containers gone this long (hours); at least 1
      */
     stale_container_hours: number;
     /**
-     * remove rules of removed containers
+     * remove the traffic-control rules of removed containers
      */
     remove_tc_rules: boolean;
     /**
-     * compact the store
+     * compact the store during cleanup
      */
     compact_db: boolean;
   };
   /**
-   * notifications (spec/3 §2.9)
+   * event notifications (spec/3 §2.9); secrets may be ${ENV_VAR} references
    */
   notifications: {
     /**
-     * retry settings
+     * global retry settings, overridable per platform; max backoff 60 s (fixed)
      */
     retry: {
       /**
-       * attempts including the first
+       * delivery attempts
        */
       max_retries: number;
       /**
@@ -326,7 +337,7 @@ export interface BandwidthdConfig {
      */
     batch_window: string;
     /**
-     * warning threshold as a fraction, for example 0.75
+     * quota warning threshold as a fraction, for example 0.75
      */
     warning_threshold?: number;
     /**
@@ -334,71 +345,77 @@ export interface BandwidthdConfig {
      */
     chat_a: {
       /**
-       * embed-style platform
+       * send to this platform
        */
       enabled: boolean;
       /**
-       * platform webhook URL (secret)
+       * platform webhook URL (a secret); required when enabled
        */
-      webhook_url: string;
+      webhook_url?: string;
       /**
-       * events sent to this platform (spec/3 §6.2)
+       * events sent to this destination, each individually enabled (spec/3 §6.2)
        */
       events: {
         /**
-         * send daemon_started
+         * send daemon_started: daemon starts
          */
         daemon_started: boolean;
         /**
-         * send daemon_stopped
+         * send daemon_stopped: graceful exit
          */
         daemon_stopped: boolean;
         /**
-         * send container_found
+         * send container_found: new container detected and managed
          */
         container_found: boolean;
         /**
-         * send container_removed
+         * send container_removed: managed container no longer exists
          */
         container_removed: boolean;
         /**
-         * send quota_warning
+         * send quota_warning: container reaches the warning threshold
          */
         quota_warning: boolean;
         /**
-         * send quota_exceeded
+         * send quota_exceeded: container reaches its limit; traffic is shaped
          */
         quota_exceeded: boolean;
         /**
-         * send reset
+         * send reset: counters reset by `bandwidth reset`
          */
         reset: boolean;
         /**
-         * send cleanup
+         * send cleanup: `bandwidth cleanup` removes data
          */
         cleanup: boolean;
         /**
-         * send error
+         * send error: non-fatal runtime error
          */
         error: boolean;
         /**
-         * send config_updated
+         * send config_updated: configuration reloaded or reapplied
          */
         config_updated: boolean;
         /**
-         * send tc_failed
+         * send tc_failed: a traffic-control command fails on an interface
          */
         tc_failed: boolean;
         /**
-         * send docker_error
+         * send docker_error: container runtime API error
          */
         docker_error: boolean;
       };
       /**
-       * per-endpoint retry override
+       * optional retry override; absent keys use notifications.retry
        */
       retry?: {
+        /**
+         * delivery attempts
+         */
         max_retries?: number;
+        /**
+         * attempt n waits base x 2^(n-1), at most 60 s (duration)
+         */
         backoff_base?: string;
       };
     };
@@ -407,182 +424,197 @@ export interface BandwidthdConfig {
      */
     chat_b: {
       /**
-       * block-style platform
+       * send to this platform
        */
       enabled: boolean;
       /**
-       * platform webhook URL (secret)
+       * platform webhook URL (a secret); required when enabled
        */
-      webhook_url: string;
+      webhook_url?: string;
       /**
-       * events sent to this platform (spec/3 §6.2)
+       * events sent to this destination, each individually enabled (spec/3 §6.2)
        */
       events: {
         /**
-         * send daemon_started
+         * send daemon_started: daemon starts
          */
         daemon_started: boolean;
         /**
-         * send daemon_stopped
+         * send daemon_stopped: graceful exit
          */
         daemon_stopped: boolean;
         /**
-         * send container_found
+         * send container_found: new container detected and managed
          */
         container_found: boolean;
         /**
-         * send container_removed
+         * send container_removed: managed container no longer exists
          */
         container_removed: boolean;
         /**
-         * send quota_warning
+         * send quota_warning: container reaches the warning threshold
          */
         quota_warning: boolean;
         /**
-         * send quota_exceeded
+         * send quota_exceeded: container reaches its limit; traffic is shaped
          */
         quota_exceeded: boolean;
         /**
-         * send reset
+         * send reset: counters reset by `bandwidth reset`
          */
         reset: boolean;
         /**
-         * send cleanup
+         * send cleanup: `bandwidth cleanup` removes data
          */
         cleanup: boolean;
         /**
-         * send error
+         * send error: non-fatal runtime error
          */
         error: boolean;
         /**
-         * send config_updated
+         * send config_updated: configuration reloaded or reapplied
          */
         config_updated: boolean;
         /**
-         * send tc_failed
+         * send tc_failed: a traffic-control command fails on an interface
          */
         tc_failed: boolean;
         /**
-         * send docker_error
+         * send docker_error: container runtime API error
          */
         docker_error: boolean;
       };
       /**
-       * channel override
+       * channel to post to
        */
-      channel: string;
+      channel?: string;
       /**
-       * sender name override
+       * name the messages are posted under
        */
-      username: string;
+      username?: string;
       /**
-       * per-endpoint retry override
+       * optional retry override; absent keys use notifications.retry
        */
       retry?: {
+        /**
+         * delivery attempts
+         */
         max_retries?: number;
+        /**
+         * attempt n waits base x 2^(n-1), at most 60 s (duration)
+         */
         backoff_base?: string;
       };
     };
     /**
      * generic HTTP endpoints
+     *
+     * Items: one generic HTTP endpoint
      */
     generic: {
+      /**
+       * endpoint name; required
+       */
       name: string;
+      /**
+       * send to this endpoint
+       */
       enabled: boolean;
+      /**
+       * endpoint URL; required
+       */
       url: string;
       /**
        * HTTP method
        */
-      method: 'POST' | 'PUT';
+      method: 'POST' | 'PUT' | 'PATCH';
       /**
-       * extra headers, e.g. a bearer header from ${ENV}
+       * extra request headers, for example a bearer header built from ${ENV_VAR}
        */
       headers: {
         [k: string]: string;
       };
       /**
-       * basic authentication user
-       */
-      username?: string;
-      /**
-       * basic authentication password
-       */
-      password?: string;
-      /**
-       * events sent to this platform (spec/3 §6.2)
+       * events sent to this destination, each individually enabled (spec/3 §6.2)
        */
       events: {
         /**
-         * send daemon_started
+         * send daemon_started: daemon starts
          */
         daemon_started: boolean;
         /**
-         * send daemon_stopped
+         * send daemon_stopped: graceful exit
          */
         daemon_stopped: boolean;
         /**
-         * send container_found
+         * send container_found: new container detected and managed
          */
         container_found: boolean;
         /**
-         * send container_removed
+         * send container_removed: managed container no longer exists
          */
         container_removed: boolean;
         /**
-         * send quota_warning
+         * send quota_warning: container reaches the warning threshold
          */
         quota_warning: boolean;
         /**
-         * send quota_exceeded
+         * send quota_exceeded: container reaches its limit; traffic is shaped
          */
         quota_exceeded: boolean;
         /**
-         * send reset
+         * send reset: counters reset by `bandwidth reset`
          */
         reset: boolean;
         /**
-         * send cleanup
+         * send cleanup: `bandwidth cleanup` removes data
          */
         cleanup: boolean;
         /**
-         * send error
+         * send error: non-fatal runtime error
          */
         error: boolean;
         /**
-         * send config_updated
+         * send config_updated: configuration reloaded or reapplied
          */
         config_updated: boolean;
         /**
-         * send tc_failed
+         * send tc_failed: a traffic-control command fails on an interface
          */
         tc_failed: boolean;
         /**
-         * send docker_error
+         * send docker_error: container runtime API error
          */
         docker_error: boolean;
       };
       /**
-       * per-endpoint retry override
+       * optional retry override; absent keys use notifications.retry
        */
       retry?: {
+        /**
+         * delivery attempts
+         */
         max_retries?: number;
+        /**
+         * attempt n waits base x 2^(n-1), at most 60 s (duration)
+         */
         backoff_base?: string;
       };
     }[];
   };
   /**
-   * time zone of the cron schedules and daily quotas (IANA name)
+   * timezone of reset_cron and the daily quota (IANA name)
    */
   timezone: string;
 }
 
 // config/node-agent.schema.json
 /**
- * Node agent configuration, /etc/bandwidth-node/config.yaml (spec/1 §2.10). Omitted keys keep their defaults.
+ * Node agent configuration, /etc/bandwidth-node/config.yaml or $BANDWIDTH_NODE_CONFIG (spec/1 §2.10). Omitted keys keep their defaults; the agent must be restarted after a change.
  */
 export interface NodeAgentConfig {
   /**
-   * general
+   * general settings
    */
   general: {
     /**
@@ -595,7 +627,7 @@ export interface NodeAgentConfig {
    */
   logging: {
     /**
-     * log level
+     * log level: debug, info, warn, error
      */
     level: 'debug' | 'info' | 'warn' | 'error';
     /**
@@ -607,11 +639,11 @@ export interface NodeAgentConfig {
      */
     file: string;
     /**
-     * rotate at this size
+     * rotate at this size (MB)
      */
     max_size_mb: number;
     /**
-     * delete rotated logs older than this
+     * delete rotated logs older than this (days)
      */
     max_age_days: number;
     /**
@@ -628,11 +660,11 @@ export interface NodeAgentConfig {
     format: 'json' | 'text';
   };
   /**
-   * store
+   * local store
    */
   database: {
     /**
-     * store path; required
+     * store file path; required
      */
     path: string;
     /**
@@ -640,15 +672,15 @@ export interface NodeAgentConfig {
      */
     max_open_conns: number;
     /**
-     * idle connections
+     * idle connections kept
      */
     max_idle_conns: number;
     /**
-     * journal mode
+     * journal mode: WAL, DELETE, TRUNCATE
      */
     journal_mode: 'WAL' | 'DELETE' | 'TRUNCATE';
     /**
-     * OFF can lose recent counters and queued events on power loss
+     * OFF, NORMAL, FULL; OFF can lose recent counters and queued events on power loss
      */
     synchronous: 'OFF' | 'NORMAL' | 'FULL';
     /**
@@ -683,11 +715,11 @@ export interface NodeAgentConfig {
     poll_interval: string;
   };
   /**
-   * scheduler
+   * internal scheduler
    */
   scheduler: {
     /**
-     * internal scheduler (event delivery, cleanup)
+     * internal scheduler (quota period resets, event delivery)
      */
     enabled: boolean;
     /**
@@ -696,7 +728,7 @@ export interface NodeAgentConfig {
     check_interval: string;
   };
   /**
-   * housekeeping
+   * periodic housekeeping
    */
   cleanup: {
     /**
@@ -708,7 +740,7 @@ export interface NodeAgentConfig {
      */
     interval: string;
     /**
-     * forget servers not seen this long; 0 = never
+     * forget servers not seen this long (hours); 0 = never
      */
     stale_server_hours: number;
     /**
@@ -729,7 +761,7 @@ export interface NodeAgentConfig {
      */
     listen: string;
     /**
-     * API port
+     * API port, 1-65535
      */
     port: number;
   };
@@ -738,7 +770,7 @@ export interface NodeAgentConfig {
    */
   panel: {
     /**
-     * the panel's base URL; required
+     * panel base URL; required, the agent refuses to start without it
      */
     url: string;
     /**
@@ -746,12 +778,12 @@ export interface NodeAgentConfig {
      */
     token_file: string;
     /**
-     * heartbeat interval until the panel sets one; must be positive (duration)
+     * heartbeat interval; must be positive; the panel's heartbeat_interval_seconds replaces it after registration (duration)
      */
     heartbeat_interval: string;
   };
   /**
-   * traffic control
+   * traffic shaping
    */
   traffic_control: {
     /**
@@ -760,22 +792,22 @@ export interface NodeAgentConfig {
     enabled: boolean;
   };
   /**
-   * quota calendar time zone (IANA name); the panel's timezone in the limits payload overrides it
+   * quota calendar timezone, a valid IANA name, otherwise validation fails; the panel's timezone in the limits payload overrides it
    */
   timezone: string;
 }
 
 // config/panel.schema.json
 /**
- * Hosting panel configuration.
+ * Hosting panel configuration (hostkit panel serve).
  */
 export interface PanelConfig {
   /**
-   * ip:port the panel listens on
+   * address the panel listens on (host:port)
    */
   listen: string;
   /**
-   * public URL of the panel
+   * public base URL of the panel
    */
   base_url: string;
   /**
@@ -787,12 +819,12 @@ export interface PanelConfig {
    */
   database: {
     /**
-     * store driver; sqlite is embedded
+     * database driver
      */
     driver: 'sqlite';
   };
   /**
-   * outgoing mail
+   * outgoing mail (SMTP)
    */
   mail: {
     /**
@@ -800,15 +832,15 @@ export interface PanelConfig {
      */
     host: string;
     /**
-     * SMTP port
+     * SMTP port, 1-65535
      */
     port: number;
     /**
-     * implicit TLS
+     * use implicit TLS
      */
     secure: boolean;
     /**
-     * SMTP user
+     * SMTP user name; empty = no authentication
      */
     username: string;
     /**
@@ -821,11 +853,11 @@ export interface PanelConfig {
     from: string;
   };
   /**
-   * key for secrets at rest; relative to data_dir; generated on first start, mode 0600
+   * key file for secrets at rest, relative to data_dir unless absolute
    */
   app_key_file: string;
   /**
-   * server volumes of same-host nodes
+   * server volumes directory of same-host nodes
    */
   volumes_dir: string;
   /**
@@ -833,15 +865,15 @@ export interface PanelConfig {
    */
   logging: {
     /**
-     * log level
+     * log level: debug, info, warn, error
      */
     level: 'debug' | 'info' | 'warn' | 'error';
     /**
-     * log to stdout
+     * also log to stdout
      */
     console: boolean;
     /**
-     * log file; empty = none
+     * log file path; empty = no file
      */
     file: string;
     /**
@@ -853,7 +885,7 @@ export interface PanelConfig {
 
 // config/proxy-global.schema.json
 /**
- * Reverse proxy global configuration, <root>/config.yaml (spec/3 §2.2).
+ * Reverse proxy global configuration, <root>/config.yaml (spec/3 §2.2). Every field is optional at the parser level; unknown fields are ignored.
  */
 export interface ProxyGlobalConfig {
   /**
@@ -865,15 +897,15 @@ export interface ProxyGlobalConfig {
    */
   listen_https: string[];
   /**
-   * runtime state; relative to root unless absolute
+   * runtime state (quota counters, challenge secret, snapshots); relative to root unless absolute
    */
   data_dir: string;
   /**
-   * site files directory
+   * site files directory; relative to root unless absolute
    */
   sites_dir: string;
   /**
-   * log level; RUST_LOG overrides it
+   * error, warn, info, debug, trace; RUST_LOG overrides it
    */
   log_level: 'error' | 'warn' | 'info' | 'debug' | 'trace';
   /**
@@ -881,11 +913,13 @@ export interface ProxyGlobalConfig {
    */
   admin: {
     /**
-     * admin API bind address
+     * admin API bind address (ip:port)
      */
     listen: string;
     /**
-     * at least one required
+     * admin API bearer tokens; at least one required
+     *
+     * Items: one admin token
      */
     tokens: {
       /**
@@ -897,12 +931,12 @@ export interface ProxyGlobalConfig {
        */
       token: string;
       /**
-       * admin: full control; operator: sites, bans, reload; readonly: GET only
+       * admin (full control including global config and tokens), operator (sites, bans, reload), readonly (GET endpoints only)
        */
       role: 'admin' | 'operator' | 'readonly';
     }[];
     /**
-     * if non-empty, the request Host must be in the list; checked before tokens
+     * if non-empty, the request Host header must be in the list; checked before token authentication
      */
     allow_hosts: string[];
   };
@@ -915,7 +949,7 @@ export interface ProxyGlobalConfig {
      */
     blacklist: string[];
     /**
-     * if non-empty only these may pass; wins over blacklist
+     * IP/CIDR; if non-empty only these may pass; wins over blacklist
      */
     whitelist: string[];
   };
@@ -924,7 +958,7 @@ export interface ProxyGlobalConfig {
    */
   events: {
     /**
-     * telemetry broadcast capacity
+     * telemetry broadcast capacity, minimum 64; events are dropped and counted under congestion
      */
     channel_capacity: number;
     /**
@@ -932,7 +966,7 @@ export interface ProxyGlobalConfig {
      */
     recent_buffer: number;
     /**
-     * retention of per-minute aggregates
+     * retention of per-minute aggregates (hours)
      */
     aggregate_retention_hours: number;
   };
@@ -940,25 +974,19 @@ export interface ProxyGlobalConfig {
 
 // config/proxy-site.schema.json
 /**
- * Reverse proxy site, <root>/sites.d/<name>.yaml (spec/3 §2.3-2.6). Only hostnames and origin.url are required.
+ * Reverse proxy site, <root>/sites.d/<name>.yaml (spec/3 §2.3-2.6). A file with only hostnames and origin.url is valid; every other field has a default.
  */
 export interface ProxySiteConfig {
   /**
-   * [A-Za-z0-9._-]{1,64}; if empty the loader assigns one and rewrites the file
+   * site id matching [A-Za-z0-9._-]{1,64} when set; if empty the loader assigns one and rewrites the file
    */
-  id: (
-    | ''
-    | {
-        [k: string]: unknown;
-      }
-  ) &
-    string;
+  id: ('' | string) & string;
   /**
    * disabled sites answer 503
    */
   enabled: boolean;
   /**
-   * hostnames of the site; *.domain matches any depth below the domain
+   * hostnames of the site; required, at least one; *.domain matches any depth below the domain
    *
    * @minItems 1
    */
@@ -968,27 +996,27 @@ export interface ProxySiteConfig {
    */
   origin: {
     /**
-     * absolute http or https URL, no path, no userinfo
+     * required; absolute http or https URL, no path, no userinfo
      */
     url: string;
     /**
-     * Host sent to the origin; default is the client Host
+     * Host sent to the origin; null = the client Host
      */
     host_header: string | null;
     /**
-     * connect timeout
+     * origin connect timeout (ms)
      */
     connect_timeout_ms: number;
     /**
-     * read timeout
+     * origin read timeout (ms)
      */
     read_timeout_ms: number;
     /**
-     * idle keep-alive of origin connections
+     * idle keep-alive of pooled origin connections (seconds)
      */
     keepalive_secs: number;
     /**
-     * idle origin connections kept
+     * idle origin connections kept per host
      */
     max_idle_per_host: number;
   };
@@ -997,57 +1025,57 @@ export interface ProxySiteConfig {
    */
   tls: {
     /**
-     * serve HTTPS for the hostnames
+     * serve the hostnames over HTTPS
      */
     enabled: boolean;
     /**
-     * PEM certificate; must exist when enabled
+     * PEM certificate file; must exist at load time when enabled
      */
     cert_path: string;
     /**
-     * PEM key; must exist when enabled
+     * PEM key file; must exist at load time when enabled
      */
     key_path: string;
     /**
-     * cleartext requests get 308 to https
+     * cleartext requests get 308 to https; a non-default port in the request Host is kept, ports 80 and 443 are dropped
      */
     redirect_http_to_https: boolean;
     /**
-     * Strict-Transport-Security max-age when set
+     * if set, HTTPS responses carry Strict-Transport-Security: max-age=<n>
      */
     hsts_max_age: number | null;
   };
   /**
-   * client IP
+   * client IP resolution and forwarding
    */
   client_ip: {
     /**
-     * peers whose X-Forwarded-For is trusted (IP/CIDR)
+     * IP/CIDR of peers whose X-Forwarded-For is trusted
      */
     trusted_proxies: string[];
     /**
-     * client IP header sent to the origin
+     * client IP header sent to the origin: none, x_forwarded_for, x_real_ip, forwarded, custom
      */
     forward_mode: 'none' | 'x_forwarded_for' | 'x_real_ip' | 'forwarded' | 'custom';
     /**
-     * required non-empty when forward_mode is custom
+     * header name; required non-empty when forward_mode is custom
      */
     custom_header: string | null;
     /**
-     * source upstream connections from the client IP (IPv4, needs privileges)
+     * source the upstream connection from the client IP (needs elevated privileges and policy routing; IPv4 only; falls back to normal egress with a warning)
      */
     transparent: boolean;
     /**
-     * PROXY protocol header sent on every upstream connection
+     * PROXY protocol header sent before any bytes on every upstream connection: off, v1, v2
      */
     proxy_protocol: 'off' | 'v1' | 'v2';
   };
   /**
-   * protection
+   * request protection
    */
   protection: {
     /**
-     * site IP ACL
+     * site IP ACL, evaluated after the global ACL and the ban check
      */
     acl: {
       /**
@@ -1055,7 +1083,7 @@ export interface ProxySiteConfig {
        */
       blacklist: string[];
       /**
-       * if non-empty only these pass; wins over blacklist
+       * IP/CIDR; wins over blacklist; a non-empty whitelist denies everything else
        */
       whitelist: string[];
     };
@@ -1068,33 +1096,33 @@ export interface ProxySiteConfig {
        */
       enabled: boolean;
       /**
-       * per client IP
+       * limit per client IP
        */
       per_ip: {
         /**
-         * requests per window
+         * requests allowed per window per client IP
          */
         requests: number;
         /**
-         * window; must be above 0
+         * window length (seconds); must be above 0
          */
         window_secs: number;
       };
       /**
-       * per site
+       * limit per site
        */
       per_site: {
         /**
-         * requests per window
+         * requests allowed per window per site
          */
         requests: number;
         /**
-         * window; must be above 0
+         * window length (seconds); must be above 0
          */
         window_secs: number;
       };
       /**
-       * block = 429 (403 for repeat hits); challenge = PoW page
+       * block = 429 (403 for repeat hits); challenge = PoW page, downgraded to 429 when challenge.mode is off
        */
       action: 'block' | 'challenge';
       /**
@@ -1102,74 +1130,74 @@ export interface ProxySiteConfig {
        */
       ban_after_violations: number;
       /**
-       * base ban length; doubles for repeat offenders, capped at 24 h
+       * base ban length (seconds); repeat offenders double, capped at 24 h
        */
       ban_duration_secs: number;
     };
     /**
-     * connection limits
+     * concurrent connection limits
      */
     connections: {
       /**
-       * max concurrent in-flight requests per IP; 0 = unlimited
+       * max concurrent in-flight requests per IP; 0 = unlimited (rule conn.per_ip)
        */
       per_ip: number;
       /**
-       * same per site; 0 = unlimited
+       * max concurrent in-flight requests per site; 0 = unlimited (rule conn.per_site)
        */
       per_site: number;
     };
     /**
-     * request limits
+     * request size and method limits
      */
     request_limits: {
       /**
-       * longer targets rejected
+       * longer request targets are rejected
        */
       max_uri_bytes: number;
       /**
-       * header section cap
+       * header section cap (bytes)
        */
       max_header_bytes: number;
       /**
-       * larger bodies get 413
+       * larger bodies get 413; chunked bodies are cut mid-stream
        */
       max_body_bytes: number;
       /**
-       * max body bytes buffered for the WAF
+       * max body bytes buffered for the WAF (only when waf.inspect_body is on and the type is text-like)
        */
       body_inspect_bytes: number;
       /**
-       * others get 405
+       * allowed request methods; others get 405
        */
       allowed_methods: string[];
       /**
-       * always blocked
+       * path prefixes that are always blocked
        */
       blocked_path_prefixes: string[];
     };
     /**
-     * WAF
+     * web application firewall
      */
     waf: {
       /**
-       * SQL injection patterns
+       * SQL injection pattern family
        */
       sqli: boolean;
       /**
-       * cross-site scripting patterns
+       * cross-site scripting pattern family
        */
       xss: boolean;
       /**
-       * path traversal patterns
+       * path traversal pattern family
        */
       path_traversal: boolean;
       /**
-       * remote code execution patterns
+       * remote code execution pattern family
        */
       rce: boolean;
       /**
-       * block known scanner user agents
+       * block known scanner user agents (rule scanner)
        */
       scanner_block: boolean;
       /**
@@ -1181,44 +1209,58 @@ export interface ProxySiteConfig {
        */
       inspect_body: boolean;
       /**
-       * custom rules
+       * custom WAF rules
+       *
+       * Items: one custom rule
        */
       custom_rules: {
+        /**
+         * rule id, reported in telemetry; required
+         */
         id: string;
+        /**
+         * rule name; required
+         */
         name: string;
+        /**
+         * rule is active
+         */
         enabled: boolean;
         /**
-         * uri, query, body, user_agent, method, or a header target (YAML: !header Name; JSON: {header: Name})
+         * what the pattern is matched against: uri, query, body, user_agent, method, or a header target (YAML: !header Name; JSON: {"header": "Name"})
          */
         target:
           | ('uri' | 'query' | 'body' | 'user_agent' | 'method')
           | {
+              /**
+               * header name
+               */
               header: string;
             };
         /**
-         * regular expression without backreferences or lookaround
+         * regular expression without backreferences or lookaround; an invalid pattern fails validation of the whole file
          */
         pattern: string;
         /**
-         * block, challenge, or log (allow and record)
+         * block, challenge, or log (allow and record the hit)
          */
         action: 'block' | 'challenge' | 'log';
       }[];
     };
     /**
-     * proof-of-work challenge
+     * JS proof-of-work challenge
      */
     challenge: {
       /**
-       * off, auto (honor verdicts), on (challenge everything without clearance)
+       * off (challenge verdicts degrade to blocks or 429), auto (honor verdicts from rules, limits and bot score), on (challenge every request without valid clearance)
        */
       mode: 'off' | 'auto' | 'on';
       /**
-       * leading zero hex nibbles, effectively capped at 16
+       * leading zero hex nibbles; each +1 multiplies work by 16; effectively capped at 16
        */
       difficulty: number;
       /**
-       * clearance cookie lifetime
+       * clearance cookie lifetime (seconds)
        */
       ttl_secs: number;
     };
@@ -1231,20 +1273,20 @@ export interface ProxySiteConfig {
        */
       enabled: boolean;
       /**
-       * score at or above means challenge
+       * score (0-100) at or above which the request is challenged
        */
       challenge_score: number;
       /**
-       * score at or above means block
+       * score (0-100) at or above which the request is blocked
        */
       block_score: number;
       /**
-       * verified-good crawler user agents skip bot rules
+       * verified-good crawler user agents skip bot rules (user-agent match only)
        */
       allow_good_bots: boolean;
     };
     /**
-     * auto-mitigation
+     * automatic tightening under floods
      */
     auto_mitigation: {
       /**
@@ -1252,11 +1294,11 @@ export interface ProxySiteConfig {
        */
       enabled: boolean;
       /**
-       * site RPS that triggers tightening
+       * site requests per second that trigger tightening
        */
       threshold_rps: number;
       /**
-       * renewed while the flood continues
+       * mitigation length (seconds), renewed while the flood continues
        */
       duration_secs: number;
       /**
@@ -1266,7 +1308,7 @@ export interface ProxySiteConfig {
     };
   };
   /**
-   * bandwidth
+   * monthly quota and speed caps
    */
   bandwidth: {
     /**
@@ -1274,36 +1316,36 @@ export interface ProxySiteConfig {
      */
     monthly_quota_bytes: number | null;
     /**
-     * error_page = 509; close = connection closed
+     * error_page = status 509; close = connection closed without response
      */
     quota_action: 'error_page' | 'close';
     /**
-     * 1-28; null means 1
+     * day of month the quota resets, 1-28; null means 1
      */
     quota_reset_day: number | null;
     /**
-     * site-wide send-rate cap, bytes/sec
+     * site-wide send-rate cap (bytes/sec, shared token bucket); null = no cap
      */
     max_site_bps: number | null;
     /**
-     * per-client-IP cap, bytes/sec
+     * per-client-IP send-rate cap (bytes/sec); null = no cap
      */
     max_ip_bps: number | null;
   };
   /**
-   * WebSockets
+   * WebSocket and other upgrades
    */
   websockets: {
     /**
-     * false: upgrade requests get 403
+     * false: upgrade requests get 403 (rule websocket.disabled) before the origin is contacted
      */
     enabled: boolean;
     /**
-     * close idle tunnels; pings count; 0 = never
+     * close tunnels idle this long (seconds); pings count; 0 = never
      */
     idle_timeout_secs: number;
     /**
-     * hard cap on tunnel age; 0 = unlimited
+     * hard cap on tunnel age (seconds); 0 = unlimited
      */
     max_lifetime_secs: number;
   };
@@ -1311,16 +1353,28 @@ export interface ProxySiteConfig {
 
 // api/enforcement-event.schema.json
 /**
- * Enforcement event, an item of POST /events (spec/1 §2.6).
+ * Enforcement event, an item of the POST /events body (spec/1 §2.6).
  */
 export interface EnforcementEvent {
   /**
    * server the event concerns
    */
   server_uuid: string;
+  /**
+   * quota_exceeded, throttled, restored, speed_applied or suspended
+   */
   type: 'quota_exceeded' | 'throttled' | 'restored' | 'speed_applied' | 'suspended';
+  /**
+   * day, week, month, or null
+   */
   period: 'day' | 'week' | 'month' | null;
+  /**
+   * rx, tx, or null
+   */
   direction: 'rx' | 'tx' | null;
+  /**
+   * human-readable message, max 1000 characters
+   */
   message: string;
   /**
    * RFC 3339 timestamp
@@ -1338,20 +1392,23 @@ export interface Envelope {
    */
   success: boolean;
   /**
-   * null on failure
+   * response data; null on failure
    */
   data: {} | null;
   /**
    * null on success; human-readable message on failure
    */
   error: string | null;
+  /**
+   * response metadata
+   */
   meta: {
     /**
      * service version, for example 1.0.0
      */
     version: string;
     /**
-     * ERR_* code on failure; the node API sends an empty string on success, the panel API omits it
+     * machine-readable ERR_* code on failure; the node API sends an empty string on success; the panel API omits it on success
      */
     code?: string;
   };
@@ -1359,24 +1416,29 @@ export interface Envelope {
 
 // api/events-request.schema.json
 /**
- * POST /events body (spec/1 §4.2): 1-100 enforcement events.
+ * POST /events body (spec/1 §4.2).
  */
 export interface EventsRequest {
   /**
+   * 1-100 enforcement events
+   *
    * @minItems 1
    * @maxItems 100
    */
   events: [EnforcementEvent, ...EnforcementEvent[]];
 }
 /**
- * Enforcement event, an item of POST /events (spec/1 §2.6).
+ * Enforcement event, an item of the POST /events body (spec/1 §2.6).
  */
 
 // api/events-response.schema.json
 /**
- * POST /events response data.
+ * POST /events response data (spec/1 §4.2).
  */
 export interface EventsResponse {
+  /**
+   * events accepted, including skipped events for servers of other nodes
+   */
   accepted: number;
 }
 
@@ -1385,24 +1447,48 @@ export interface EventsResponse {
  * GET /health response data of the node API (spec/1 §4.1).
  */
 export interface HealthData {
+  /**
+   * always ok
+   */
   status: 'ok';
+  /**
+   * service version
+   */
   version: string;
   /**
    * running managed server containers
    */
   containers: number;
+  /**
+   * agent uptime (seconds)
+   */
   uptime_seconds: number;
 }
 
 // api/heartbeat-request.schema.json
 /**
- * Heartbeat request body (spec/1 §2.7); every field optional, validated when present.
+ * POST /heartbeat body (spec/1 §2.7); every field optional, validated when present.
  */
 export interface HeartbeatRequest {
+  /**
+   * agent service version
+   */
   version?: string;
+  /**
+   * running managed server containers
+   */
   containers?: number;
+  /**
+   * node inbound rate (bytes/sec); the agent rounds to an integer
+   */
   rx_rate_bps?: number;
+  /**
+   * node outbound rate (bytes/sec); the agent rounds to an integer
+   */
   tx_rate_bps?: number;
+  /**
+   * servers currently throttled
+   */
   throttled?: number;
   /**
    * servers with at least one exceeded quota
@@ -1412,65 +1498,95 @@ export interface HeartbeatRequest {
 
 // api/heartbeat-response.schema.json
 /**
- * Heartbeat response data (spec/1 §2.7).
+ * POST /heartbeat response data (spec/1 §2.7).
  */
 export interface HeartbeatResponse {
+  /**
+   * the panel's current config_version; on a difference the node calls GET /limits
+   */
   config_version: number;
 }
 
 // api/history-data.schema.json
 /**
- * GET /servers/{uuid}/history response data.
+ * GET /servers/{uuid}/history response data of the node API (spec/1 §4.1).
  */
 export interface HistoryData {
+  /**
+   * server UUID
+   */
   uuid: string;
+  /**
+   * day, week or month: from the start of the current calendar period until now
+   */
   period: 'day' | 'week' | 'month';
+  /**
+   * hour or day; day buckets are grouped in the effective quota timezone
+   */
   bucket: 'hour' | 'day';
+  /**
+   * usage per bucket
+   */
   points: HistoryPoint[];
 }
 /**
- * History point (spec/1 §2.4).
+ * History point, an item of data.points of GET /servers/{uuid}/history (spec/1 §2.4).
  */
 export interface HistoryPoint {
   /**
    * RFC 3339 bucket start
    */
   t: string;
+  /**
+   * inbound bytes in the bucket
+   */
   rx_bytes: number;
+  /**
+   * outbound bytes in the bucket
+   */
   tx_bytes: number;
 }
 
 // api/history-point.schema.json
 /**
- * History point (spec/1 §2.4).
+ * History point, an item of data.points of GET /servers/{uuid}/history (spec/1 §2.4).
  */
 
 // api/limits-applied.schema.json
 /**
- * PUT /limits response data.
+ * PUT /limits response data of the node API (spec/1 §4.1).
  */
 export interface LimitsApplied {
+  /**
+   * server entries applied
+   */
   applied: number;
+  /**
+   * server entries that failed (for example a missing uuid)
+   */
   failed: number;
 }
 
 // api/limits-payload.schema.json
 /**
- * Limits payload: request of the agent's PUT /limits, response data of the panel's GET /limits (spec/1 §2.5).
+ * Limits payload: request body of the agent's PUT /limits, response data of the panel's GET /limits (spec/1 §2.5). A full replace of the node's limits.
  */
 export interface LimitsPayload {
   /**
-   * panel-owned, monotonic
+   * panel-owned, monotonic; the node never changes it
    */
   config_version: number;
   /**
-   * IANA time zone for quota calendar resets
+   * IANA timezone name for quota calendar resets; an invalid name is rejected and the previous timezone stays
    */
   timezone?: string;
+  /**
+   * the limits of every server of the node; servers absent here lose their limits
+   */
   servers: ServerLimitsEntry[];
 }
 /**
- * Server limits entry of the limits payload (spec/1 §2.5).
+ * Server limits entry of the limits payload (spec/1 §2.5). No field is required by the schema: a missing uuid is a per-entry failure counted in `failed`.
  */
 export interface ServerLimitsEntry {
   /**
@@ -1482,84 +1598,105 @@ export interface ServerLimitsEntry {
    */
   enabled?: boolean;
   /**
-   * download cap, 0 = unlimited
+   * download cap (Mbit/s); 0 = unlimited
    */
   rx_speed_mbps?: number;
   /**
-   * upload cap, 0 = unlimited
+   * upload cap (Mbit/s); 0 = unlimited
    */
   tx_speed_mbps?: number;
   /**
-   * rx quota per day in GiB, 0 = unlimited
+   * RX quota per calendar day (GiB); 0 = unlimited
    */
   rx_quota_day_gb?: number;
   /**
-   * rx quota per week in GiB, 0 = unlimited
+   * RX quota per calendar week (GiB); 0 = unlimited
    */
   rx_quota_week_gb?: number;
   /**
-   * rx quota per month in GiB, 0 = unlimited
+   * RX quota per calendar month (GiB); 0 = unlimited
    */
   rx_quota_month_gb?: number;
   /**
-   * tx quota per day in GiB, 0 = unlimited
+   * TX quota per calendar day (GiB); 0 = unlimited
    */
   tx_quota_day_gb?: number;
   /**
-   * tx quota per week in GiB, 0 = unlimited
+   * TX quota per calendar week (GiB); 0 = unlimited
    */
   tx_quota_week_gb?: number;
   /**
-   * tx quota per month in GiB, 0 = unlimited
+   * TX quota per calendar month (GiB); 0 = unlimited
    */
   tx_quota_month_gb?: number;
+  /**
+   * throttle, suspend or none
+   */
   exceed_action?: 'throttle' | 'suspend' | 'none';
   /**
-   * RX speed while throttled
+   * RX speed while throttled (Mbit/s)
    */
   throttle_rx_mbps?: number;
   /**
-   * TX speed while throttled
+   * TX speed while throttled (Mbit/s)
    */
   throttle_tx_mbps?: number;
 }
 
 // api/register-request.schema.json
 /**
- * Register request body (spec/1 §2.7).
+ * POST /register body (spec/1 §2.7).
  */
 export interface RegisterRequest {
+  /**
+   * agent service version
+   */
   version: string;
+  /**
+   * node hostname
+   */
   hostname: string;
+  /**
+   * node API port
+   */
   port: number;
   /**
-   * optional, may be empty: the panel then derives http://<hostname-or-peer-ip>:<port>
+   * optional, may be empty: the panel then derives http://<hostname-or-peer-ip>:<port>; when given a valid http(s) URL with host and port
    */
   api_url?: string;
 }
 
 // api/register-response.schema.json
 /**
- * Register response data (spec/1 §2.7).
+ * POST /register response data (spec/1 §2.7).
  */
 export interface RegisterResponse {
+  /**
+   * the node's id in the panel
+   */
   node_id: number;
+  /**
+   * heartbeat interval the agent adopts (seconds)
+   */
   heartbeat_interval_seconds: number;
+  /**
+   * the panel's current config_version
+   */
   config_version: number;
 }
 
 // api/server-limits-entry.schema.json
 /**
- * Server limits entry of the limits payload (spec/1 §2.5).
+ * Server limits entry of the limits payload (spec/1 §2.5). No field is required by the schema: a missing uuid is a per-entry failure counted in `failed`.
  */
 
 // api/server-stats-record.schema.json
 /**
- * Server stats record of the node API (spec/1 §2.3).
+ * Server stats record, an item of the node API's GET /stats data.servers (spec/1 §2.3).
  */
 export interface ServerStatsRecord {
   /**
-   * server UUID
+   * server UUID, the server's identity
    */
   uuid: string;
   /**
@@ -1571,43 +1708,43 @@ export interface ServerStatsRecord {
    */
   online: boolean;
   /**
-   * cumulative bytes into the server since the agent first saw it
+   * cumulative inbound bytes since the agent first saw the server
    */
   rx_bytes_total: number;
   /**
-   * cumulative bytes out of the server since the agent first saw it
+   * cumulative outbound bytes since the agent first saw the server
    */
   tx_bytes_total: number;
   /**
-   * current inbound rate, bytes/sec
+   * current inbound rate (bytes/sec)
    */
   rx_rate_bps: number;
   /**
-   * current outbound rate, bytes/sec
+   * current outbound rate (bytes/sec)
    */
   tx_rate_bps: number;
   /**
-   * rx bytes in the current calendar day
+   * inbound bytes in the current calendar day, reset at the boundary
    */
   rx_used_day_bytes: number;
   /**
-   * rx bytes in the current calendar week
+   * inbound bytes in the current calendar week, reset at the boundary
    */
   rx_used_week_bytes: number;
   /**
-   * rx bytes in the current calendar month
+   * inbound bytes in the current calendar month, reset at the boundary
    */
   rx_used_month_bytes: number;
   /**
-   * tx bytes in the current calendar day
+   * outbound bytes in the current calendar day, reset at the boundary
    */
   tx_used_day_bytes: number;
   /**
-   * tx bytes in the current calendar week
+   * outbound bytes in the current calendar week, reset at the boundary
    */
   tx_used_week_bytes: number;
   /**
-   * tx bytes in the current calendar month
+   * outbound bytes in the current calendar month, reset at the boundary
    */
   tx_used_month_bytes: number;
   /**
@@ -1622,13 +1759,16 @@ export interface ServerStatsRecord {
 
 // api/stats-data.schema.json
 /**
- * GET /stats response data of the node API.
+ * GET /stats response data of the node API (spec/1 §4.1).
  */
 export interface StatsData {
+  /**
+   * one stats record per known server
+   */
   servers: ServerStatsRecord[];
 }
 /**
- * Server stats record of the node API (spec/1 §2.3).
+ * Server stats record, an item of the node API's GET /stats data.servers (spec/1 §2.3).
  */
 
 // api/suspend-request.schema.json
@@ -1636,22 +1776,34 @@ export interface StatsData {
  * POST /suspend body (spec/1 §4.2).
  */
 export interface SuspendRequest {
+  /**
+   * server to suspend
+   */
   server_uuid: string;
+  /**
+   * why the server is suspended
+   */
   reason: string;
 }
 
 // api/suspend-response.schema.json
 /**
- * POST /suspend response data.
+ * POST /suspend response data (spec/1 §4.2).
  */
 export interface SuspendResponse {
+  /**
+   * the server is suspended (true also for repeat calls)
+   */
   suspended: boolean;
 }
 
 // api/unthrottle-response.schema.json
 /**
- * POST /servers/{uuid}/unthrottle response data.
+ * POST /servers/{uuid}/unthrottle response data of the node API (spec/1 §4.1).
  */
 export interface UnthrottleResponse {
+  /**
+   * the server's exceeded combos were cleared
+   */
   unthrottled: boolean;
 }

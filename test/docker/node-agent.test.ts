@@ -1,0 +1,289 @@
+/**
+ * The node agent (the built executable) on a real Docker engine with real tc: discovery by name
+ * and by label, metering on the host veth, a 10 Mbit/s cap in both directions measured with real
+ * traffic, rules back after `docker restart`, a quota crossed by pushing more than 1 GiB that
+ * throttles the server, and the restore at a period rollover (simulated by moving the quota time
+ * zone into a zone where another day has begun).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { hostVethOf } from '../../src/lib/veth.ts';
+import { startHostkit, type Daemon } from '../integration/hostkit-process.ts';
+import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
+import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
+
+const TOKEN = 'cd'.repeat(32);
+const BY_NAME = '5b1e8c7a-1d2f-4a3b-9c4d-5e6f7a8b9c01';
+const BY_LABEL = '6c2f9d8b-2e3a-4b4c-8d5e-6f7a8b9c0d12';
+const SINK = 9000;
+const GIB = 1024 ** 3;
+const dir = mkdtempSync(join(tmpdir(), 'hk-agent-docker-'));
+let docker: DockerHarness | undefined;
+let skipReason = '';
+let net: TestNetwork;
+let byName: TestContainer;
+let byLabel: TestContainer;
+let panel: FakePanel;
+let agent: Daemon;
+let apiBase: string;
+
+function limitsEntry(uuid: string, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    uuid,
+    enabled: true,
+    rx_speed_mbps: 0,
+    tx_speed_mbps: 0,
+    rx_quota_day_gb: 0,
+    rx_quota_week_gb: 0,
+    rx_quota_month_gb: 0,
+    tx_quota_day_gb: 0,
+    tx_quota_week_gb: 0,
+    tx_quota_month_gb: 0,
+    exceed_action: 'throttle',
+    throttle_rx_mbps: 10,
+    throttle_tx_mbps: 10,
+    ...over,
+  };
+}
+
+let version = 1;
+async function putLimits(servers: Record<string, unknown>[], timezone = 'UTC'): Promise<{ applied: number; failed: number }> {
+  const res = await fetch(`${apiBase}/api/v1/limits`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ config_version: version++, timezone, servers }),
+  });
+  const body = (await res.json()) as { data: { applied: number; failed: number } };
+  assert.equal(res.status, 200);
+  return body.data;
+}
+
+async function stats(): Promise<Record<string, any>[]> {
+  const res = await fetch(`${apiBase}/api/v1/stats`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  return ((await res.json()) as { data: { servers: Record<string, any>[] } }).data.servers;
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n${agent?.output().slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+function counter(iface: string, which: 'rx_bytes' | 'tx_bytes'): number {
+  return Number(readFileSync(`/sys/class/net/${iface}/statistics/${which}`, 'utf8'));
+}
+
+/** Host -> container for `seconds`; returns the rate measured on the host veth after a 1 s warm-up, in Mbit/s. */
+async function measureDown(c: TestContainer, seconds = 3): Promise<number> {
+  const veth = (await hostVethOf(c.pid))?.iface;
+  assert.ok(veth, 'container has a host veth');
+  const sock = connect({ host: c.ip, port: SINK });
+  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+  const chunk = Buffer.alloc(64 * 1024);
+  let open = true;
+  const pump = (): void => {
+    while (open && sock.write(chunk));
+  };
+  sock.on('drain', pump);
+  sock.on('error', () => undefined);
+  pump();
+  await new Promise((r) => setTimeout(r, 1000));
+  const start = counter(veth, 'tx_bytes');
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const bytes = counter(veth, 'tx_bytes') - start;
+  const elapsed = (Date.now() - t0) / 1000;
+  open = false;
+  sock.destroy();
+  return (bytes * 8) / elapsed / 1e6;
+}
+
+/** Container -> host for `seconds`; returns the rate the host received after a 1 s warm-up, in Mbit/s. */
+async function measureUp(c: TestContainer, seconds = 3): Promise<number> {
+  let received = 0;
+  const server = createServer((s) => s.on('data', (d: Buffer) => (received += d.length)).on('error', () => undefined));
+  await new Promise<void>((r) => server.listen(0, net.gateway, r));
+  const port = (server.address() as { port: number }).port;
+  const sender = docker!.exec(c.name, ['sh', '-c', `timeout ${seconds + 2} nc ${net.gateway} ${port} < /dev/zero`], { timeoutMs: (seconds + 10) * 1000 });
+  await new Promise((r) => setTimeout(r, 1000));
+  const start = received;
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const bytes = received - start;
+  const elapsed = (Date.now() - t0) / 1000;
+  await sender;
+  server.close();
+  return (bytes * 8) / elapsed / 1e6;
+}
+
+/** Pushes `bytes` host -> container as fast as the path allows. */
+async function push(c: TestContainer, bytes: number): Promise<void> {
+  const sock = connect({ host: c.ip, port: SINK });
+  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+  const chunk = Buffer.alloc(1024 * 1024);
+  let sent = 0;
+  await new Promise<void>((resolve, reject) => {
+    sock.on('error', reject);
+    const pump = (): void => {
+      while (sent < bytes) {
+        sent += chunk.length;
+        if (!sock.write(chunk)) return;
+      }
+      sock.end(resolve);
+    };
+    sock.on('drain', pump);
+    pump();
+  });
+}
+
+function qdiscs(iface: string): string {
+  return execFileSync('tc', ['qdisc', 'show', 'dev', iface], { encoding: 'utf8' });
+}
+
+const within10 = (mbps: number): boolean => mbps > 9 && mbps < 11;
+
+before(async () => {
+  try {
+    docker = await startDocker({ name: 'nodeagent' });
+  } catch (err) {
+    if (String((err as Error).message).startsWith(DOCKER_UNAVAILABLE)) {
+      skipReason = (err as Error).message;
+      return;
+    }
+    throw err;
+  }
+  net = await docker.createNetwork('hk-agent', '10.251.30.0/24');
+  byName = await docker.runContainer({ name: BY_NAME, network: 'hk-agent', cmd: sinkCommand(SINK) });
+  byLabel = await docker.runContainer({ name: 'game-by-label', labels: { 'hostkit.server_uuid': BY_LABEL }, network: 'hk-agent', cmd: sinkCommand(SINK) });
+  await docker.runContainer({ name: 'unrelated-web', network: 'hk-agent', cmd: sinkCommand(SINK) });
+
+  panel = await startFakePanel(TOKEN);
+  panel.heartbeatSeconds = 1;
+  panel.servers.add(BY_NAME).add(BY_LABEL);
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise((r) => probe.close(r));
+  apiBase = `http://127.0.0.1:${port}`;
+  const tokenFile = join(dir, 'token');
+  writeFileSync(tokenFile, TOKEN, { mode: 0o600 });
+  const config = join(dir, 'config.yaml');
+  writeFileSync(
+    config,
+    stringify({
+      general: { socket_path: join(dir, 'agent.sock') },
+      logging: { file: join(dir, 'agent.log'), level: 'debug' },
+      database: { path: join(dir, 'agent.db') },
+      docker: { discovery_interval: '1s' },
+      bandwidth: { poll_interval: '1s' },
+      scheduler: { check_interval: '1s' },
+      api: { listen: '127.0.0.1', port },
+      panel: { url: panel.url, token_file: tokenFile },
+    }),
+  );
+  agent = startHostkit(['node-agent', 'serve', '--config', config], { env: { DOCKER_HOST: docker.endpoint } });
+  await agent.waitFor(/node API listening/);
+});
+
+after(async () => {
+  await agent?.stop();
+  await panel?.close();
+  await docker?.stop();
+});
+
+test('discovery: a container named by UUID and one labelled with a UUID are managed, others are not', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  const servers = await until('both servers online', async () => {
+    const s = await stats();
+    return s.filter((x) => x.online).length === 2 ? s : undefined;
+  });
+  assert.deepEqual(servers.map((s) => s.uuid).sort(), [BY_NAME, BY_LABEL].sort());
+  assert.equal(servers.find((s) => s.uuid === BY_NAME)?.container_id, byName.id);
+  const health = (await (await fetch(`${apiBase}/api/v1/health`)).json()) as { data: { containers: number } };
+  assert.equal(health.data.containers, 2);
+});
+
+test('metering: bytes sent to the server count as its RX on the host veth', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  const before = (await stats()).find((s) => s.uuid === BY_NAME)?.rx_bytes_total as number;
+  await push(byName, 50 * 1024 * 1024);
+  const after = await until('RX counted', async () => {
+    const s = (await stats()).find((x) => x.uuid === BY_NAME);
+    return s && s.rx_bytes_total - before >= 50 * 1024 * 1024 ? s : undefined;
+  });
+  assert.ok(after.rx_bytes_total - before < 52 * 1024 * 1024, 'no double counting');
+  assert.ok(after.rx_used_day_bytes >= 50 * 1024 * 1024);
+});
+
+test('a 10 Mbit/s cap holds within 10% in both directions', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  const r = await putLimits([limitsEntry(BY_NAME, { rx_speed_mbps: 10, tx_speed_mbps: 10 }), limitsEntry(BY_LABEL)]);
+  assert.deepEqual(r, { applied: 2, failed: 0 });
+  const down = await measureDown(byName);
+  assert.ok(within10(down), `down ${down.toFixed(2)} Mbit/s`);
+  const up = await measureUp(byName);
+  assert.ok(within10(up), `up ${up.toFixed(2)} Mbit/s`);
+  const free = await measureDown(byLabel, 2);
+  assert.ok(free > 50, `the uncapped server is not shaped (${free.toFixed(0)} Mbit/s)`);
+  await panel.waitFor((p) => p.events.some((e) => e.server_uuid === BY_NAME && e.type === 'speed_applied'));
+});
+
+test('rules come back within a cycle after docker restart (new veth)', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  const oldVeth = (await hostVethOf(byName.pid))?.iface;
+  await docker!.cli(['restart', BY_NAME]);
+  const pid = Number((await docker!.cli(['inspect', '-f', '{{.State.Pid}}', BY_NAME])).trim());
+  byName = { ...byName, pid };
+  const veth = (await hostVethOf(pid))?.iface;
+  assert.ok(veth && veth !== oldVeth, 'restart gave a new veth');
+  await until('htb on the new veth', () => (qdiscs(veth).includes('htb') ? true : undefined), 10_000);
+  const down = await measureDown(byName);
+  assert.ok(within10(down), `down after restart ${down.toFixed(2)} Mbit/s`);
+});
+
+test('crossing a 1 GiB daily quota throttles; a period rollover restores full speed', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  await putLimits([limitsEntry(BY_LABEL, { rx_quota_day_gb: 1, throttle_rx_mbps: 10, throttle_tx_mbps: 10 })]);
+  const start = (await stats()).find((s) => s.uuid === BY_LABEL)?.rx_used_day_bytes as number;
+  await push(byLabel, Math.max(0, GIB - start) + 64 * 1024 * 1024);
+  const throttled = await until('throttled', async () => {
+    const s = (await stats()).find((x) => x.uuid === BY_LABEL);
+    return s?.throttled ? s : undefined;
+  });
+  assert.deepEqual(throttled.exceeded, ['rx_day']);
+  await panel.waitFor((p) => ['quota_exceeded', 'throttled'].every((type) => p.events.some((e) => e.server_uuid === BY_LABEL && e.type === type)));
+  const slow = await measureDown(byLabel);
+  assert.ok(within10(slow), `throttled to ${slow.toFixed(2)} Mbit/s`);
+
+  // Move the quota calendar to a zone where another day has begun: the day period rolls over.
+  const zone = new Date().getUTCHours() >= 12 ? 'Pacific/Kiritimati' : 'Etc/GMT+12';
+  await putLimits([limitsEntry(BY_LABEL, { rx_quota_day_gb: 1, throttle_rx_mbps: 10, throttle_tx_mbps: 10 })], zone);
+  const restored = await until('restored', async () => {
+    const s = (await stats()).find((x) => x.uuid === BY_LABEL);
+    return s && !s.throttled ? s : undefined;
+  });
+  assert.deepEqual(restored.exceeded, []);
+  assert.ok(restored.rx_used_day_bytes < 10 * 1024 * 1024, 'the day counter restarted');
+  await panel.waitFor((p) => p.events.some((e) => e.server_uuid === BY_LABEL && e.type === 'restored'));
+  const fast = await measureDown(byLabel, 2);
+  assert.ok(fast > 50, `full speed again (${fast.toFixed(0)} Mbit/s)`);
+});
+
+test('a server leaving the limits set loses its rules', async (t) => {
+  if (skipReason) return t.skip(skipReason);
+  await putLimits([]);
+  const veth = (await hostVethOf(byName.pid))?.iface as string;
+  await until('rules removed', () => (qdiscs(veth).includes('htb') ? undefined : true), 10_000);
+  const fast = await measureDown(byName, 2);
+  assert.ok(fast > 50, `unshaped (${fast.toFixed(0)} Mbit/s)`);
+});
