@@ -13,18 +13,23 @@ import { validateProxyGlobalConfig, validateProxySiteConfig } from '../../src/co
 import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contracts/schemas.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
 
-/** Header targets created by the `!header` tag; a header target not in here came from the YAML map form. */
-const taggedHeaderTargets = new WeakSet<object>();
+/**
+ * A header target written with the `!header` tag. A class rather than a plain object, so the
+ * loader's copies keep its identity and a plain `{header: ...}` map is known to be the map form.
+ */
+export class HeaderTarget {
+  readonly header: string;
+
+  constructor(header: string) {
+    this.header = header;
+  }
+}
 
 const headerTag: ScalarTag = {
   tag: '!header',
-  resolve(name: string) {
-    const target = { header: name };
-    taggedHeaderTargets.add(target);
-    return target;
-  },
-  identify: (value) => typeof value === 'object' && value !== null && taggedHeaderTargets.has(value),
-  stringify: (item) => String((item.value as { header: string }).header),
+  resolve: (name: string) => new HeaderTarget(name),
+  identify: (value) => value instanceof HeaderTarget,
+  stringify: (item) => (item.value as HeaderTarget).header,
 };
 
 export const proxyGlobalSpec: ConfigSpec<ProxyGlobalConfig> = {
@@ -110,7 +115,7 @@ function siteChecks(root: string) {
         const why = typeof pattern === 'string' ? patternProblem(pattern) : undefined;
         if (why) problems.push({ path: `/protection/waf/custom_rules/${i}/pattern`, message: why });
         const target = at(rule, '/target');
-        if (typeof target === 'object' && target !== null && !taggedHeaderTargets.has(target)) {
+        if (typeof target === 'object' && target !== null && !(target instanceof HeaderTarget)) {
           problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: 'write a header target as `!header Header-Name` in YAML' });
         }
       });
