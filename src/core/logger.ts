@@ -229,7 +229,10 @@ export function createLogger(opts: LoggerOptions): AppLogger {
       },
       // Errors are class instances the walk skips; their serialized form keeps their own
       // properties (a client error's request headers, say), so it is walked as a plain object.
-      serializers: { err: (err: unknown) => redactSecrets({ ...pino.stdSerializers.err(err as Error) }, secrets) },
+      serializers: {
+        // A string (or any non-object) logged as `err` stays as it is.
+        err: (err: unknown) => (err !== null && typeof err === 'object' ? redactSecrets({ ...pino.stdSerializers.err(err as Error) }, secrets) : err),
+      },
     },
     multi,
   ) as AppLogger;
