@@ -496,6 +496,10 @@ export function createAgent(deps: AgentDeps): Agent {
       }
       if (config.cleanup.compact_db) store.compact();
     });
+    if (deps.tc && config.traffic_control.enabled) {
+      const swept = await deps.tc.sweepOrphanIfbs();
+      if (swept > 0) logger.info({ swept }, 'removed IFB devices of vanished interfaces');
+    }
   }
 
   function every(ms: number, fn: () => Promise<void>, what: string): void {
@@ -516,6 +520,7 @@ export function createAgent(deps: AgentDeps): Agent {
   return {
     async start() {
       logger.info({ version: SERVICE_VERSION, servers: records.size, config_version: limits.configVersion, timezone: tz() }, 'node agent starting');
+      if (deps.tc && config.traffic_control.enabled) await deps.tc.sweepOrphanIfbs().catch((err: unknown) => logger.warn({ err: errorMessage(err) }, 'IFB sweep failed'));
       await rescan();
       unwatch = deps.containers.watch(() => void rescan());
       await serial(cycle);

@@ -1,0 +1,75 @@
+/**
+ * `npm run bench` / `make bench`: runs the benchmarks and writes their results, with the machine
+ * and the date, to docs/benchmarks.md. Benchmarks never run as part of `make test`.
+ *
+ * node-agent: 1,000 veth pairs in a private network namespace (hkbench-<pid>), the agent's
+ * cycle and PUT /limits measured inside it (scripts/bench/node-agent.ts).
+ */
+import { execFileSync } from 'node:child_process';
+import { cpus, totalmem } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+const DOC = join(ROOT, 'docs', 'benchmarks.md');
+const N = 1000;
+
+function sh(cmd: string, args: string[], input?: string): string {
+  return execFileSync(cmd, args, { encoding: 'utf8', ...(input === undefined ? {} : { input }), stdio: ['pipe', 'pipe', 'inherit'] });
+}
+
+function nodeAgent(): Record<string, number> {
+  const ns = `hkbench-${process.pid}`;
+  sh('ip', ['netns', 'add', ns]);
+  try {
+    const lines: string[] = [];
+    for (let i = 0; i < N; i++) lines.push(`link add hkbh${i} type veth peer name hkbc${i}`, `link set hkbh${i} up`, `link set hkbc${i} up`);
+    sh('ip', ['-n', ns, '-batch', '-'], `${lines.join('\n')}\n`);
+    const out = sh('ip', ['netns', 'exec', ns, process.execPath, join(ROOT, 'scripts', 'bench', 'node-agent.ts'), String(N)]);
+    return JSON.parse(out.trim().split('\n').pop() ?? '{}') as Record<string, number>;
+  } finally {
+    sh('ip', ['netns', 'del', ns]);
+  }
+}
+
+function machine(): string {
+  const cpu = cpus()[0]?.model ?? 'unknown CPU';
+  return `${cpus().length} × ${cpu}, ${Math.round(totalmem() / 1024 ** 3)} GiB, Node ${process.version}, kernel ${readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`;
+}
+
+function replaceSection(doc: string, title: string, body: string): string {
+  const start = doc.indexOf(`## ${title}`);
+  if (start < 0) return `${doc.trimEnd()}\n\n## ${title}\n${body}`;
+  const next = doc.indexOf('\n## ', start + 3);
+  return `${doc.slice(0, start)}## ${title}\n${body}${next < 0 ? '' : doc.slice(next)}`;
+}
+
+function main(): void {
+  const date = new Date().toISOString().slice(0, 10);
+  process.stdout.write(`bench: node agent, ${N} servers in a network namespace...\n`);
+  const r = nodeAgent();
+  process.stdout.write(`${JSON.stringify(r)}\n`);
+  const body = [
+    '',
+    `${date}, ${machine()}.`,
+    '',
+    '| measure | result | target |',
+    '|---|---|---|',
+    `| one cycle (meter + account + store + enforce), ${N} servers, CPU median of 20 | ${r['cycle_cpu_ms_median']} ms (wall ${r['cycle_wall_ms_median']} ms) | < 50 ms CPU |`,
+    `| PUT /limits for ${N} servers, first apply incl. tc (${N * 2} HTB trees) | ${r['put_limits_first_ms']} ms | < 1 s |`,
+    `| PUT /limits for ${N} servers, every speed changed | ${r['put_limits_change_ms']} ms | < 1 s |`,
+    `| agent RSS after the runs | ${r['rss_mib']} MiB | < 80 MiB |`,
+    '',
+  ].join('\n');
+  let doc: string;
+  try {
+    doc = readFileSync(DOC, 'utf8');
+  } catch {
+    doc = '# Benchmarks\n\nProduced by `npm run bench` (or `make bench`); each section is replaced by its latest run.\n';
+  }
+  writeFileSync(DOC, replaceSection(doc, 'Node agent', body));
+  process.stdout.write(`bench: results written to docs/benchmarks.md\n`);
+}
+
+main();

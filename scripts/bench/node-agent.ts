@@ -1,0 +1,94 @@
+/**
+ * Node agent benchmark (issue: one cycle for 1,000 servers under 50 ms of CPU, PUT /limits for
+ * 1,000 servers with the tc work under 1 s, RSS under 80 MiB). Runs inside a network namespace
+ * made by scripts/bench.ts that holds 1,000 veth pairs, so /proc/net/dev, sysfs and tc see only
+ * those. The agent is the real one (store, accounting, tc library); only discovery is replaced by
+ * a fixed list of the 1,000 interfaces, since Docker is not what is measured.
+ */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { readCounters } from '../../src/lib/veth.ts';
+import { createTrafficControl } from '../../src/lib/tc.ts';
+import { createAgent, type ManagedContainer } from '../../roles/node-agent/agent.ts';
+import { openAgentStore } from '../../roles/node-agent/store.ts';
+import type { PanelClient } from '../../roles/node-agent/panel-client.ts';
+import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
+
+const N = Number(process.argv[2] ?? 1000);
+const CYCLES = 20;
+
+function uuid(i: number): string {
+  return `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-bench-agent-'));
+  const config = { panel: { url: 'http://127.0.0.1:9', token_file: '/dev/null' }, database: { path: join(dir, 'agent.db') }, scheduler: { enabled: false }, cleanup: { enabled: false } };
+  if (!validateNodeAgentConfig(config)) throw new Error('bench config invalid');
+  const ifindex = (name: string): number => Number(readFileSync(`/sys/class/net/${name}/ifindex`, 'utf8').trim());
+  const containers: ManagedContainer[] = [];
+  for (let i = 0; i < N; i++) {
+    const iface = `hkbh${i}`;
+    containers.push({ uuid: uuid(i), containerId: `c${i}`, name: uuid(i), iface, ifindex: ifindex(iface) });
+  }
+  const logger = pino({ level: 'warn' });
+  const store = openAgentStore(config.database);
+  const panel: PanelClient = {
+    register: () => new Promise(() => undefined),
+    heartbeat: () => new Promise(() => undefined),
+    limits: () => new Promise(() => undefined),
+    events: async (events) => events.length,
+    suspend: async () => true,
+  };
+  const agent = createAgent({
+    config,
+    store,
+    logger,
+    panel,
+    tokenFile: '/dev/null',
+    tc: createTrafficControl({ logger }),
+    containers: { scan: async () => containers, watch: () => () => undefined, counters: (ifaces) => readCounters(ifaces) },
+  });
+  await agent.rescan();
+  await agent.runCycle(); // first sight of every server
+
+  const limits = (speed: number) => ({
+    config_version: speed,
+    timezone: 'UTC',
+    servers: containers.map((c) => ({ uuid: c.uuid, enabled: true, rx_speed_mbps: speed, tx_speed_mbps: speed, rx_quota_day_gb: 100, exceed_action: 'throttle' as const, throttle_rx_mbps: 5, throttle_tx_mbps: 5 })),
+  });
+  let t = performance.now();
+  const first = await agent.applyLimits(limits(100));
+  const applyFirstMs = performance.now() - t;
+  t = performance.now();
+  await agent.applyLimits(limits(200));
+  const applyChangeMs = performance.now() - t;
+
+  const cpu: number[] = [];
+  const wall: number[] = [];
+  for (let i = 0; i < CYCLES; i++) {
+    const c0 = process.cpuUsage();
+    const w0 = performance.now();
+    await agent.runCycle();
+    wall.push(performance.now() - w0);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1000);
+  }
+  const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+  const result = {
+    servers: N,
+    applied: first.applied,
+    put_limits_first_ms: Math.round(applyFirstMs),
+    put_limits_change_ms: Math.round(applyChangeMs),
+    cycle_cpu_ms_median: Number(median(cpu).toFixed(1)),
+    cycle_wall_ms_median: Number(median(wall).toFixed(1)),
+    rss_mib: Math.round(process.memoryUsage().rss / 1024 / 1024),
+  };
+  await agent.stop();
+  store.close();
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+await main();
