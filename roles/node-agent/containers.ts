@@ -12,6 +12,7 @@ import type { ContainerView, ManagedContainer } from './agent.ts';
 export function createDockerView(opts: { endpoint: string; watchEvents: boolean; logger: Logger }): ContainerView {
   const source = createContainerSource({ endpoint: opts.endpoint, logger: opts.logger });
   const veths = new Map<string, { pid: number; iface: string | null; ifindex: number | null }>();
+  const warned = new Set<string>();
 
   return {
     async scan() {
@@ -27,11 +28,16 @@ export function createDockerView(opts: { endpoint: string; watchEvents: boolean;
           const found = info.pid > 0 ? await hostVethOf(info.pid).catch(() => null) : null;
           v = { pid: info.pid, iface: found?.iface ?? null, ifindex: found?.ifindex ?? null };
           veths.set(info.id, v);
-          if (!found) opts.logger.warn({ server: uuid, container: info.id.slice(0, 12) }, 'no host veth found for the container (host network?); not metered');
+          // Looked up again on every scan (a restarting container gets its veth a moment later); said once.
+          if (!found && !warned.has(info.id)) {
+            warned.add(info.id);
+            opts.logger.warn({ server: uuid, container: info.id.slice(0, 12) }, 'no host veth found for the container (host network?); not metered');
+          }
         }
         out.push({ uuid, containerId: info.id, name: info.name, iface: v.iface, ifindex: v.ifindex });
       }
       for (const id of veths.keys()) if (!seen.has(id)) veths.delete(id);
+      for (const id of warned) if (!seen.has(id)) warned.delete(id);
       return out;
     },
     watch(onChange) {

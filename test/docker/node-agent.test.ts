@@ -53,11 +53,14 @@ function limitsEntry(uuid: string, over: Record<string, unknown> = {}): Record<s
 }
 
 let version = 1;
+/** Pushes limits as the panel does: the panel serves the same set, so heartbeats find no difference. */
 async function putLimits(servers: Record<string, unknown>[], timezone = 'UTC'): Promise<{ applied: number; failed: number }> {
+  const payload = { config_version: version++, timezone, servers };
+  panel.limits = payload as unknown as FakePanel['limits'];
   const res = await fetch(`${apiBase}/api/v1/limits`, {
     method: 'PUT',
     headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ config_version: version++, timezone, servers }),
+    body: JSON.stringify(payload),
   });
   const body = (await res.json()) as { data: { applied: number; failed: number } };
   assert.equal(res.status, 200);
