@@ -96,9 +96,17 @@ export function counterDelta(prevRaw: number | null, prevIfindex: number | null,
   return reading - prevRaw;
 }
 
+const QUOTA_FIELD: Record<Combo, `${Direction}_quota_${Period}_gb`> = {
+  rx_day: 'rx_quota_day_gb',
+  rx_week: 'rx_quota_week_gb',
+  rx_month: 'rx_quota_month_gb',
+  tx_day: 'tx_quota_day_gb',
+  tx_week: 'tx_quota_week_gb',
+  tx_month: 'tx_quota_month_gb',
+};
+
 function quotaBytes(limits: Limits, combo: Combo): number {
-  const [dir, period] = combo.split('_') as [Direction, Period];
-  return limits[`${dir}_quota_${period}_gb`] * GIB;
+  return limits[QUOTA_FIELD[combo]] * GIB;
 }
 
 /** Combos that restrict the server now (reached in the current period and not cleared by an admin). */

@@ -201,9 +201,10 @@ export function createAgent(deps: AgentDeps): Agent {
     if (shapes.length > 0) {
       const r = await deps.tc.apply(shapes);
       const failed = new Set(r.failed.map((f) => f.iface));
+      const shaped = new Set(shapes.map((s) => s.iface));
       for (const f of r.failed) logger.warn({ iface: f.iface, error: f.error }, 'applying traffic-control rules failed; retried next cycle');
       for (const [uuid, c] of containers) {
-        if (c.iface && c.ifindex !== null && shapes.some((s) => s.iface === c.iface) && !failed.has(c.iface)) applied.set(uuid, { iface: c.iface, ifindex: c.ifindex });
+        if (c.iface && c.ifindex !== null && shaped.has(c.iface) && !failed.has(c.iface)) applied.set(uuid, { iface: c.iface, ifindex: c.ifindex });
       }
     }
   }

@@ -111,30 +111,47 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
   const getMeta = db.prepare('SELECT value FROM meta WHERE key = ?');
 
   const meta = (key: string): string | undefined => (getMeta.get(key) as { value: string } | undefined)?.value;
+  // What each server row last committed, minus the sample time and rates: an idle server's row is
+  // not rewritten every cycle (rates restart from the next sample after a restart anyway).
+  const written = new Map<string, string>();
+  const durable = (r: ServerRecord): string => {
+    const st = r.state;
+    const keys = Object.values(st.usage).map((u) => u.key).join(',');
+    return `${r.containerId}|${r.online}|${r.iface}|${Math.floor(r.lastSeenAt / 3_600_000)}|${st.ifindex}|${st.rxRaw}|${st.txRaw}|${st.suspend}|${st.throttled}|${keys}|${JSON.stringify(st.exceeded)}`;
+  };
 
   return {
     loadServers() {
       const out = new Map<string, ServerRecord>();
       for (const row of db.prepare('SELECT * FROM servers').all() as Record<string, unknown>[]) {
         const state = JSON.parse(String(row['state'])) as ServerState;
-        out.set(state.uuid, {
+        const record: ServerRecord = {
           state,
           containerId: String(row['container_id']),
           online: row['online'] === 1,
           iface: (row['iface'] as string | null) ?? null,
           firstSeenAt: Number(row['first_seen_at']),
           lastSeenAt: Number(row['last_seen_at']),
-        });
+        };
+        out.set(state.uuid, record);
+        written.set(state.uuid, durable(record));
       }
       return out;
     },
     saveCycle(servers, hourly, events) {
+      const committed: [string, string][] = [];
       store.transaction(() => {
-        for (const s of servers) upsertServer.run(s.state.uuid, s.containerId, s.online ? 1 : 0, s.iface, s.firstSeenAt, s.lastSeenAt, JSON.stringify(s.state));
+        for (const s of servers) {
+          const sig = durable(s);
+          if (written.get(s.state.uuid) === sig) continue;
+          upsertServer.run(s.state.uuid, s.containerId, s.online ? 1 : 0, s.iface, s.firstSeenAt, s.lastSeenAt, JSON.stringify(s.state));
+          committed.push([s.state.uuid, sig]);
+        }
         for (const h of hourly) if (h.rx > 0 || h.tx > 0) addHourly.run(h.uuid, h.hour, h.rx, h.tx);
         const now = Date.now();
         for (const e of events) addEvent.run(JSON.stringify(e), now);
       });
+      for (const [uuid, sig] of committed) written.set(uuid, sig);
     },
     loadLimits() {
       const servers = new Map<string, Limits>();
@@ -190,6 +207,7 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
           for (const uuid of forgotten) {
             delServer.run(uuid);
             delHourly.run(uuid);
+            written.delete(uuid);
           }
         }
         db.prepare('DELETE FROM hourly WHERE hour < ?').run(historyBeforeMs);

@@ -33,7 +33,7 @@ async function main(): Promise<void> {
     const iface = `hkbh${i}`;
     containers.push({ uuid: uuid(i), containerId: `c${i}`, name: uuid(i), iface, ifindex: ifindex(iface) });
   }
-  const logger = pino({ level: 'warn' });
+  const logger = pino({ level: process.env['BENCH_LOG'] ?? 'warn' });
   const store = openAgentStore(config.database);
   const panel: PanelClient = {
     register: () => new Promise(() => undefined),
@@ -77,6 +77,7 @@ async function main(): Promise<void> {
     cpu.push((c.user + c.system) / 1000);
   }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+  (globalThis as { gc?: () => void }).gc?.();
   const result = {
     servers: N,
     applied: first.applied,
@@ -85,10 +86,14 @@ async function main(): Promise<void> {
     cycle_cpu_ms_median: Number(median(cpu).toFixed(1)),
     cycle_wall_ms_median: Number(median(wall).toFixed(1)),
     rss_mib: Math.round(process.memoryUsage().rss / 1024 / 1024),
+    heap_used_mib: Math.round(process.memoryUsage().heapUsed / 1024 / 1024),
   };
   await agent.stop();
   store.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
-await main();
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

@@ -97,14 +97,22 @@ export function nextPeriodStart(ms: number, period: Period, tz: string): number 
   return localMidnight(next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate(), tz);
 }
 
+/** The last period computed per zone and kind: every server of a cycle asks for the same one. */
+const lastPeriod = new Map<string, { start: number; end: number; key: string }>();
+
 /**
  * A stable key of the period containing `ms` (`2026-11-23`, `W2026-11-23` for the week starting
- * that Monday, `2026-11`): counters store it and reset when it changes.
+ * that Monday, `2026-11`): counters store it and reset when it changes. Called for every server
+ * on every cycle, so the last answer per zone is kept and reused while `ms` stays inside it.
  */
 export function periodKey(ms: number, period: Period, tz: string): string {
-  const p = localParts(periodStart(ms, period, tz), tz);
+  const cacheKey = `${tz}\0${period}`;
+  const hit = lastPeriod.get(cacheKey);
+  if (hit && ms >= hit.start && ms < hit.end) return hit.key;
+  const start = periodStart(ms, period, tz);
+  const p = localParts(start, tz);
   const date = `${p.year}-${String(p.month).padStart(2, '0')}-${String(p.day).padStart(2, '0')}`;
-  if (period === 'day') return date;
-  if (period === 'week') return `W${date}`;
-  return date.slice(0, 7);
+  const key = period === 'day' ? date : period === 'week' ? `W${date}` : date.slice(0, 7);
+  lastPeriod.set(cacheKey, { start, end: nextPeriodStart(start, period, tz), key });
+  return key;
 }
