@@ -1,0 +1,159 @@
+/**
+ * The agent's runtime decisions that need neither Docker nor the kernel: the suspend flow against
+ * a panel over real HTTP (down, then answering), the 1 Mbit/s throttle after the answer, admin
+ * unthrottle, and cleanup of stale servers. Discovery, counters and tc are in-process stand-ins
+ * here; the real ones are exercised by test/docker and test/netns.
+ */
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
+import type { NodeAgentConfig } from '../../src/contracts/types.ts';
+import type { InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
+import { GIB } from '../../src/lib/units.ts';
+import { startFakePanel } from '../../test/integration/node-agent/fake-panel.ts';
+import { createAgent } from './agent.ts';
+import { createPanelClient } from './panel-client.ts';
+import { openAgentStore } from './store.ts';
+
+const TOKEN = '12'.repeat(32);
+const UUID = '8e4b1f0d-4a5c-4d6e-8f70-8192a3b4c5d6';
+
+function config(dir: string): NodeAgentConfig {
+  const c = { panel: { url: 'http://127.0.0.1:9', token_file: '/dev/null' }, database: { path: join(dir, 'agent.db') } };
+  assert.ok(validateNodeAgentConfig(c));
+  return c as unknown as NodeAgentConfig;
+}
+
+/** Records what enforcement asked for; the kernel side is test/netns's business. */
+function recordingTc(): TrafficControl & { last: Map<string, InterfaceShape>; removed: string[] } {
+  const last = new Map<string, InterfaceShape>();
+  const removed: string[] = [];
+  return {
+    last,
+    removed,
+    apply: async (shapes) => {
+      for (const s of shapes) last.set(s.iface, s);
+      return { applied: shapes.length, unchanged: 0, failed: [] };
+    },
+    remove: async (ifaces) => {
+      for (const i of ifaces) {
+        last.delete(i.iface);
+        removed.push(i.iface);
+      }
+      return { applied: ifaces.length, unchanged: 0, failed: [] };
+    },
+    verify: async () => [],
+    forget: () => undefined,
+    sweepOrphanIfbs: async () => 0,
+  };
+}
+
+const panelPromise = startFakePanel(TOKEN);
+after(async () => (await panelPromise).close());
+
+test('suspend: retried while the panel is down, then 1 Mbit/s both ways; unthrottle restores the caps', async () => {
+  const panel = await panelPromise;
+  panel.servers.add(UUID);
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const store = openAgentStore({ path: join(dir, 'agent.db') });
+  const tc = recordingTc();
+  let intoServer = 0;
+  const agent = createAgent({
+    config: config(dir),
+    store,
+    tc,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: createPanelClient({ url: panel.url, token: TOKEN }),
+    containers: {
+      scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-a', ifindex: 41 }],
+      watch: () => () => undefined,
+      counters: async () => new Map([['veth-a', { rxBytes: 0, txBytes: intoServer }]]),
+    },
+  });
+  await agent.rescan();
+  await agent.runCycle();
+  await agent.applyLimits({
+    config_version: 1,
+    servers: [{ uuid: UUID, enabled: true, rx_speed_mbps: 50, tx_speed_mbps: 40, rx_quota_day_gb: 1, exceed_action: 'suspend' }],
+  });
+  assert.equal(tc.last.get('veth-a')?.down?.rateBps, 50e6);
+
+  panel.failWith = 503;
+  intoServer = GIB + 1;
+  await agent.runCycle();
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(tc.last.get('veth-a')?.down?.rateBps, 50e6, 'no throttle before the panel answers');
+  assert.ok(!panel.suspended.has(UUID));
+
+  panel.failWith = null;
+  await agent.runCycle(); // the suspend call is retried
+  await panel.waitFor((p) => p.suspended.has(UUID), 5000);
+  await agent.runCycle();
+  const shape = tc.last.get('veth-a');
+  assert.deepEqual([shape?.down?.rateBps, shape?.up?.rateBps], [1e6, 1e6]);
+  const stats = agent.stats()[0];
+  assert.equal(stats?.throttled, true);
+  assert.deepEqual(stats?.exceeded, ['rx_day']);
+  const suspendCall = panel.calls.find((c) => c.path === '/suspend')?.body as { server_uuid: string; reason: string };
+  assert.equal(suspendCall.server_uuid, UUID);
+  assert.match(suspendCall.reason, /rx_day/);
+
+  assert.equal(await agent.unthrottle(UUID), true);
+  assert.deepEqual([tc.last.get('veth-a')?.down?.rateBps, tc.last.get('veth-a')?.up?.rateBps], [50e6, 40e6]);
+  assert.deepEqual(agent.stats()[0]?.exceeded, []);
+  assert.equal(await agent.unthrottle(UUID), false, 'nothing left to clear');
+
+  await agent.flushOutbox();
+  assert.deepEqual(
+    panel.events.filter((e) => e.server_uuid === UUID).map((e) => e.type),
+    ['speed_applied', 'quota_exceeded', 'throttled'],
+  );
+  await agent.stop();
+  store.close();
+});
+
+test('the store survives a reopen: counters, limits, flags and overrides', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const make = (s: ReturnType<typeof openAgentStore>, bytes: () => number) =>
+    createAgent({
+      config: config(dir),
+      store: s,
+      tc: null,
+      logger: pino({ level: 'silent' }),
+      tokenFile: join(dir, 'token'),
+      panel: { register: () => new Promise(() => undefined), heartbeat: () => new Promise(() => undefined), limits: () => new Promise(() => undefined), events: async (e) => e.length, suspend: async () => true },
+      containers: {
+        scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-b', ifindex: 7 }],
+        watch: () => () => undefined,
+        counters: async () => new Map([['veth-b', { rxBytes: 0, txBytes: bytes() }]]),
+      },
+    });
+  let counter = 1000;
+  let store = openAgentStore({ path: join(dir, 'agent.db') });
+  let agent = make(store, () => counter);
+  await agent.rescan();
+  await agent.runCycle();
+  await agent.applyLimits({ config_version: 5, timezone: 'Asia/Tokyo', servers: [{ uuid: UUID, rx_quota_day_gb: 1, exceed_action: 'throttle' }] });
+  counter += GIB;
+  await agent.runCycle();
+  assert.equal(await agent.unthrottle(UUID), true);
+  await agent.stop();
+  store.close();
+
+  store = openAgentStore({ path: join(dir, 'agent.db') });
+  agent = make(store, () => counter + 500);
+  await agent.rescan();
+  await agent.runCycle();
+  const s = agent.stats()[0];
+  assert.equal(s?.rx_bytes_total, GIB + 500, 'continues from the stored raw counter');
+  assert.deepEqual(s?.exceeded, [], 'the unthrottle override survived');
+  assert.equal(agent.status().config_version, 5);
+  assert.equal(agent.status().timezone, 'Asia/Tokyo');
+  await agent.stop();
+  store.close();
+});
