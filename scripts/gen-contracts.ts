@@ -138,6 +138,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   mkdirSync(OUT_DIR, { recursive: true });
   for (const [name, content] of await generateContracts()) {
     writeFileSync(join(OUT_DIR, name), content);
-    console.log(`wrote src/contracts/${name}`);
+    process.stdout.write(`wrote src/contracts/${name}\n`);
   }
 }

@@ -3,7 +3,7 @@
  * error on a usage mistake, 0 after --help/--version, 1 when a command fails; config problems
  * printed one per line; never a stack trace unless HOSTKIT_DEBUG is set.
  */
-import { Command, CommanderError } from 'commander';
+import { CommanderError, type Command } from 'commander';
 import { ConfigError, formatProblems, type LoadedConfig } from './config-loader.ts';
 import { AppError, errorMessage } from './app-error.ts';
 

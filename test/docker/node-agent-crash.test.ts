@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { hostVethOf } from '../../src/lib/veth.ts';
+import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import { startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
 import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer } from './harness.ts';
@@ -32,10 +33,10 @@ function start(): Daemon {
   return startHostkit(['node-agent', 'serve', '--config', configFile], { env: { DOCKER_HOST: docker!.endpoint } });
 }
 
-async function serverStats(): Promise<Record<string, any> | undefined> {
+async function serverStats(): Promise<ServerStatsRecord | undefined> {
   try {
     const res = await fetch(`${apiBase}/api/v1/stats`, { headers: { authorization: `Bearer ${TOKEN}` } });
-    return ((await res.json()) as { data: { servers: Record<string, any>[] } }).data.servers.find((s) => s.uuid === UUID);
+    return ((await res.json()) as { data: { servers: ServerStatsRecord[] } }).data.servers.find((s) => s.uuid === UUID);
   } catch {
     return undefined;
   }

@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { hostVethOf } from '../../src/lib/veth.ts';
+import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import { startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
 import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
@@ -67,9 +68,9 @@ async function putLimits(servers: Record<string, unknown>[], timezone = 'UTC'): 
   return body.data;
 }
 
-async function stats(): Promise<Record<string, any>[]> {
+async function stats(): Promise<ServerStatsRecord[]> {
   const res = await fetch(`${apiBase}/api/v1/stats`, { headers: { authorization: `Bearer ${TOKEN}` } });
-  return ((await res.json()) as { data: { servers: Record<string, any>[] } }).data.servers;
+  return ((await res.json()) as { data: { servers: ServerStatsRecord[] } }).data.servers;
 }
 
 async function until<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, ms = 20_000): Promise<T> {
