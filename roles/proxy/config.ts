@@ -25,7 +25,7 @@ export class HeaderTarget {
   }
 }
 
-const headerTag: ScalarTag = {
+export const headerTag: ScalarTag = {
   tag: '!header',
   resolve: (name: string) => new HeaderTarget(name),
   identify: (value) => value instanceof HeaderTarget,
@@ -135,6 +135,27 @@ export interface ProxyFiles {
   warnings: string[];
 }
 
+/** The loader spec of a site file; `root` resolves relative certificate paths. */
+export function siteSpecFor(root: string): ConfigSpec<ProxySiteConfig> {
+  return { validate: validateProxySiteConfig, schema: proxySiteConfigSchema, checks: siteChecks(root), customTags: [headerTag] };
+}
+
+/** `<root>/config.yaml`. */
+export function globalFileOf(root: string): string {
+  return join(root, 'config.yaml');
+}
+
+/** The site files directory: `sites_dir` relative to root unless absolute. */
+export function sitesDirOf(root: string, global: Readonly<ProxyGlobalConfig> | undefined): string {
+  const sitesDir = global?.sites_dir ?? 'sites.d';
+  return isAbsolute(sitesDir) ? sitesDir : join(root, sitesDir);
+}
+
+/** The site files of a directory (`*.yaml`, `*.yml`) in sorted order, as full paths; none when it is missing. */
+export function listSiteFiles(dir: string): string[] {
+  return existsSync(dir) ? readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort().map((f) => join(dir, f)) : [];
+}
+
 /**
  * Reads every file under `root`. Runs at start, on `check`, and on reloads; a file with problems
  * lands in `errors` (the caller keeps its last good version) and the others still load.
@@ -142,7 +163,7 @@ export interface ProxyFiles {
 export function loadProxyFiles(root: string): ProxyFiles {
   const errors: ConfigError[] = [];
   const warnings: string[] = [];
-  const globalFile = join(root, 'config.yaml');
+  const globalFile = globalFileOf(root);
   let global: Readonly<ProxyGlobalConfig> | undefined;
   try {
     const loaded = loadConfigFile(globalFile, proxyGlobalSpec);
@@ -152,18 +173,9 @@ export function loadProxyFiles(root: string): ProxyFiles {
     if (!(err instanceof ConfigError)) throw err;
     errors.push(err);
   }
-  const sitesDir = global?.sites_dir ?? 'sites.d';
-  const dir = isAbsolute(sitesDir) ? sitesDir : join(root, sitesDir);
   const sites: ProxySiteFile[] = [];
-  const files = existsSync(dir) ? readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort() : [];
-  const siteSpec: ConfigSpec<ProxySiteConfig> = {
-    validate: validateProxySiteConfig,
-    schema: proxySiteConfigSchema,
-    checks: siteChecks(root),
-    customTags: [headerTag],
-  };
-  for (const f of files) {
-    const file = join(dir, f);
+  const siteSpec = siteSpecFor(root);
+  for (const file of listSiteFiles(sitesDirOf(root, global))) {
     try {
       const loaded = loadConfigFile(file, siteSpec);
       sites.push({ file, config: loaded.config });

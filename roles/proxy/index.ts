@@ -1,15 +1,28 @@
+import type { Command } from 'commander';
 import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, reportProblemsOf, subcommand } from '../../src/core/cli.ts';
 import { loadProxyFiles } from './config.ts';
+
+const ROOT_HELP = 'project root holding config.yaml, sites.d/ and data/';
+
+/** `osproxy serve`: runs the proxy. Loaded on demand so `check` stays light. */
+async function serve(opts: { root: string }): Promise<void> {
+  const { serveProxy } = await import('./serve.ts');
+  await serveProxy(opts.root);
+}
 
 /** `osproxy` / `hostkit proxy`: the layer-7 reverse proxy of spec/3 §2.1-2.7. */
 export const proxyRole: RoleDefinition = {
   name: 'proxy',
   alias: 'osproxy',
   summary: 'layer-7 reverse proxy: Host/SNI routing, TLS, WAF, rate limits, challenges, quotas',
-  register(cmd) {
+  register(cmd: Command) {
+    // The spec's command line is `osproxy --root DIR`: serve is the default subcommand.
+    const serveCmd = cmd.command('serve', { isDefault: true }).description('run the proxy (the default: `osproxy --root DIR`)');
+    serveCmd.copyInheritedSettings(cmd);
+    serveCmd.option('-r, --root <dir>', ROOT_HELP, '.').action(serve);
     subcommand(cmd, 'check', 'validate config.yaml and every site file, print every problem and exit 1, or print ok')
-      .option('-r, --root <dir>', 'project root holding config.yaml, sites.d/ and data/', '.')
+      .option('-r, --root <dir>', ROOT_HELP, '.')
       .action((opts: { root: string }) => {
         const files = loadProxyFiles(opts.root);
         reportProblemsOf(files.errors);

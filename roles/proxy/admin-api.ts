@@ -1,0 +1,152 @@
+/**
+ * The admin API (spec/3 §4.1, §5) on `admin.listen` under /api/v1, documented in
+ * docs/proxy-admin-api.md. Order of checks on every request: Host allow-list (403
+ * ERR_HOST_NOT_ALLOWED), bearer token (401), role (403 ERR_FORBIDDEN); readonly may GET, operator
+ * may also manage sites and reload, admin may also replace the global config.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
+import { AppError } from '../../src/core/app-error.ts';
+import { SERVICE_VERSION } from '../../src/core/version.ts';
+import { createApiServer, type ApiServer } from '../../src/lib/http-api.ts';
+import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
+import { ConflictError, ValidationError, type ConfigWriter } from './config-writer.ts';
+import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
+import type { RecentEvents } from './recent-events.ts';
+
+export interface AdminApiOptions {
+  runtime: ProxyRuntime;
+  writer: ConfigWriter;
+  events: RecentEvents;
+  auth: AdminAuth;
+  logger: Logger;
+}
+
+const DEFAULT_EVENT_LIMIT = 100;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    adminToken?: { name: string; role: AdminRole };
+  }
+}
+
+/** The role a route needs: reads are readonly, PUT /global is admin, other writes operator. */
+function neededRole(method: string, route: string | undefined): AdminRole {
+  if (method === 'GET' || method === 'HEAD') return 'readonly';
+  return route === '/api/v1/global' ? 'admin' : 'operator';
+}
+
+function reloadSummary(o: ReloadOutcome): Record<string, unknown> {
+  return { generation: o.generation.number, swapped: o.swapped, sites: o.generation.sites.length, broken: o.broken, restart_required: o.restartRequired };
+}
+
+/** Builds the API server (not listening yet); runs once at start. */
+export function createAdminApi(opts: AdminApiOptions): ApiServer {
+  const { runtime, writer, events, auth, logger } = opts;
+  const api = createApiServer({ codeOnSuccess: false, version: SERVICE_VERSION, logger });
+  const { app } = api;
+  const startedAt = Date.now();
+
+  // Before routing and before tokens, for every path including unknown ones (spec/3 §5).
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    if (!auth.hostAllowed(req.headers.host)) await api.fail(reply, 403, 'ERR_HOST_NOT_ALLOWED', 'the Host header is not in admin.allow_hosts');
+  });
+
+  const detailed = (reply: FastifyReply, status: number, code: string, message: string, data: unknown): FastifyReply =>
+    reply.code(status).type('application/json').send({ success: false, data, error: message, meta: { version: SERVICE_VERSION, code } });
+
+  app.register(
+    async (v1) => {
+      v1.setErrorHandler((err, _req, reply) => {
+        if (err instanceof ValidationError) return detailed(reply, 400, err.code, err.message, { problems: err.problems });
+        if (err instanceof ConflictError) return detailed(reply, 409, err.code, err.message, { site: err.site, file: err.file, hostname: err.hostname ?? null });
+        // The shared handler maps AppErrors, body errors and everything else.
+        throw err;
+      });
+      v1.get('/health', () =>
+        api.ok({
+          status: 'ok',
+          version: SERVICE_VERSION,
+          uptime_seconds: Math.floor((Date.now() - startedAt) / 1000),
+          generation: runtime.current().number,
+          sites: runtime.current().sites.length,
+        }),
+      );
+
+      v1.register(async (secured) => {
+        secured.addHook('onRequest', async (req, reply) => {
+          const token = auth.authenticate(req.headers.authorization);
+          if (!token) {
+            await api.fail(reply.header('www-authenticate', 'Bearer'), 401, 'ERR_UNAUTHORIZED', 'missing or unknown bearer token');
+            return;
+          }
+          const needed = neededRole(req.method, req.routeOptions.url);
+          if (!roleAllows(token.role, needed)) {
+            await api.fail(reply, 403, 'ERR_FORBIDDEN', `token ${token.name} has role ${token.role}; this needs ${needed}`);
+            return;
+          }
+          req.adminToken = token;
+        });
+
+        secured.get('/sites', () => {
+          const gen = runtime.current();
+          const broken = runtime.state.broken();
+          return api.ok({
+            generation: gen.number,
+            sites: gen.sites.map((s) => ({
+              id: s.id,
+              file: s.file,
+              enabled: s.enabled,
+              hostnames: s.hostnames,
+              origin: s.config.origin.url,
+              tls: s.config.tls.enabled,
+              // The file on disk fails to load: this is its last good version.
+              file_problems: broken.get(s.file)?.problems ?? null,
+            })),
+            broken: [...broken].map(([file, err]) => ({ file, problems: err.problems })),
+          });
+        });
+        secured.get<{ Params: { id: string } }>('/sites/:id', (req) => {
+          const site = runtime.current().byId.get(req.params.id);
+          if (!site) throw new AppError('ERR_NOT_FOUND', `no site with id ${JSON.stringify(req.params.id)}`, { status: 404 });
+          return api.ok(site.config);
+        });
+        secured.post<{ Body: unknown }>('/sites', async (req, reply) => {
+          const r = writer.createSite(req.body);
+          logger.info({ by: req.adminToken?.name, site: r.site.id, file: r.file }, 'site created through the admin API');
+          return reply.code(201).send(api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload) }));
+        });
+        secured.put<{ Params: { id: string }; Body: unknown }>('/sites/:id', (req) => {
+          const r = writer.replaceSite(req.params.id, req.body);
+          logger.info({ by: req.adminToken?.name, site: r.site.id, file: r.file }, 'site replaced through the admin API');
+          return api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload) });
+        });
+        secured.delete<{ Params: { id: string } }>('/sites/:id', (req) => {
+          const r = writer.deleteSite(req.params.id);
+          logger.info({ by: req.adminToken?.name, site: r.id, file: r.file }, 'site deleted through the admin API');
+          return api.ok({ id: r.id, file: r.file, reload: reloadSummary(r.reload) });
+        });
+        secured.post('/reload', (req) => {
+          const r = runtime.reload({ force: true, reason: `admin API (${req.adminToken?.name ?? '?'})` });
+          return api.ok(reloadSummary(r));
+        });
+        secured.put<{ Body: unknown }>('/global', (req) => {
+          const r = writer.replaceGlobal(req.body);
+          logger.info({ by: req.adminToken?.name, restart_required: r.restartRequired }, 'config.yaml replaced through the admin API');
+          return api.ok(reloadSummary(r));
+        });
+        secured.get<{ Querystring: { site?: string; limit?: string } }>('/events/recent', (req) => {
+          const cap = runtime.current().global.events.recent_buffer;
+          const limit = req.query.limit === undefined ? Math.min(DEFAULT_EVENT_LIMIT, cap) : Number(req.query.limit);
+          if (!Number.isInteger(limit) || limit < 1) throw new AppError('ERR_BAD_REQUEST', 'limit must be a positive integer', { status: 400 });
+          const site = req.query.site;
+          // `site=-` asks for the requests no site matched.
+          const list = events.recent({ ...(site === undefined ? {} : { site: site === '-' ? null : site }), limit: Math.min(limit, cap) });
+          return api.ok({ events: list });
+        });
+      });
+    },
+    { prefix: '/api/v1' },
+  );
+  return api;
+}

@@ -1,0 +1,62 @@
+/**
+ * One site as a config generation serves it: the loaded config plus everything compiled from it
+ * once (pipeline, client-IP resolver, origin header rules, origin pool, certificate). Requests
+ * only read it.
+ */
+import type { SecureContext } from 'node:tls';
+import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+import { createClientIpResolver, type ClientIpResolver } from './client-ip.ts';
+import type { Origin, OriginPools } from './origin-pools.ts';
+import { createOriginHeaders, type OriginHeaderBuilder } from './origin-headers.ts';
+import { createSitePipeline, type Check, type PipelineServices } from './pipeline.ts';
+
+export interface CompiledSite {
+  readonly id: string;
+  readonly file: string;
+  readonly enabled: boolean;
+  readonly hostnames: readonly string[];
+  readonly config: Readonly<ProxySiteConfig>;
+  readonly pipeline: Check;
+  readonly resolveClientIp: ClientIpResolver;
+  readonly originHeaders: OriginHeaderBuilder;
+  readonly origin: Origin;
+  readonly maxBodyBytes: number;
+  /** `Strict-Transport-Security` value for HTTPS responses, when hsts_max_age is set. */
+  readonly hsts: string | undefined;
+  /** The certificate served for this site's names; undefined when TLS is off or unreadable. */
+  readonly secureContext: SecureContext | undefined;
+}
+
+export interface CompileSiteInput {
+  file: string;
+  config: Readonly<ProxySiteConfig>;
+  global: Readonly<ProxyGlobalConfig>;
+  pools: OriginPools;
+  services: PipelineServices;
+  secureContext: SecureContext | undefined;
+}
+
+/** Compiles one site for a new config generation; runs on start, on every reload and hourly. */
+export function compileSite(input: CompileSiteInput): CompiledSite {
+  const c = input.config;
+  return {
+    id: c.id,
+    file: input.file,
+    enabled: c.enabled,
+    hostnames: c.hostnames,
+    config: c,
+    pipeline: createSitePipeline({ site: c, global: input.global, services: input.services }),
+    resolveClientIp: createClientIpResolver(c.client_ip.trusted_proxies),
+    originHeaders: createOriginHeaders({ forwardMode: c.client_ip.forward_mode, customHeader: c.client_ip.custom_header, hostHeader: c.origin.host_header }),
+    origin: input.pools.acquire({
+      url: new URL(c.origin.url).origin,
+      connect_timeout_ms: c.origin.connect_timeout_ms,
+      read_timeout_ms: c.origin.read_timeout_ms,
+      keepalive_secs: c.origin.keepalive_secs,
+      max_idle_per_host: c.origin.max_idle_per_host,
+    }),
+    maxBodyBytes: c.protection.request_limits.max_body_bytes,
+    hsts: c.tls.hsts_max_age === null ? undefined : `max-age=${c.tls.hsts_max_age}`,
+    secureContext: input.secureContext,
+  };
+}

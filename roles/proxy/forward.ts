@@ -1,0 +1,171 @@
+/**
+ * The forward phase: the request goes to the site's origin through its undici pool (dispatch
+ * with a handler, the leanest path undici offers), bodies stream both ways with backpressure,
+ * and hop-by-hop headers are handled on both sides. A body without a Content-Length is cut once
+ * it passes max_body_bytes (413). Origin failures answer 502 and connection failures start the
+ * origin's backoff, during which requests fail fast.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Dispatcher } from 'undici';
+import type { CompiledSite } from './compiled-site.ts';
+import { stripResponseHopHeaders } from './hop-headers.ts';
+import type { RequestContext } from './request-context.ts';
+import { REQUEST_RULES } from './request-limits.ts';
+import { sendStatus } from './responses.ts';
+
+/** Rule ids of this phase (telemetry). */
+export const ORIGIN_RULES = {
+  connect: 'origin.connect',
+  backoff: 'origin.backoff',
+  timeout: 'origin.timeout',
+  error: 'origin.error',
+} as const;
+
+// Errors that mean the origin could not be reached at all: they start the backoff.
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT', 'EADDRNOTAVAIL']);
+const TIMEOUT_ERRORS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+// A kept-alive connection the origin closed just as it was reused: safe to retry once without a body.
+const STALE_CONNECTION_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+
+class BodyTooLarge extends Error {
+  constructor() {
+    super('request body exceeds max_body_bytes');
+  }
+}
+
+class ClientGone extends Error {
+  constructor() {
+    super('client closed the connection');
+  }
+}
+
+function errorCode(err: unknown): string {
+  const e = err as { code?: unknown; cause?: { code?: unknown } } | null;
+  const code = e?.code ?? e?.cause?.code;
+  return typeof code === 'string' ? code : '';
+}
+
+/** Streams a body of unknown length to the origin, failing once more than `max` bytes arrived. */
+async function* limitedBody(req: IncomingMessage, max: number): AsyncGenerator<Buffer> {
+  let read = 0;
+  // destroyOnReturn false: the client socket must stay open to receive the 413.
+  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+    read += chunk.length;
+    if (read > max) throw new BodyTooLarge();
+    yield chunk;
+  }
+}
+
+/**
+ * Forwards one request that passed every check; runs last in the pipeline. The response (or the
+ * error answer) is written to `ctx.res`; `ctx.rule`, `ctx.bytesIn` and `ctx.bytesOut` are filled
+ * for telemetry. Never throws.
+ */
+export function forwardRequest(ctx: RequestContext, site: CompiledSite): void {
+  const { req, res } = ctx;
+  const origin = site.origin;
+  if (origin.backoffUntil() > Date.now()) {
+    ctx.rule = ORIGIN_RULES.backoff;
+    sendStatus(ctx, 502);
+    return;
+  }
+  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp);
+  const declared = req.headers['content-length'];
+  const chunked = req.headers['transfer-encoding'] !== undefined;
+  const body = chunked ? limitedBody(req, site.maxBodyBytes) : declared !== undefined && declared !== '0' ? req : null;
+  const hsts = ctx.scheme === 'https' ? site.hsts : undefined;
+  let controller: Dispatcher.DispatchController | undefined;
+  let attempt = 0;
+  let clientGone = false;
+
+  const onClose = (): void => {
+    if (res.writableFinished) return;
+    clientGone = true;
+    controller?.abort(new ClientGone());
+  };
+  res.once('close', onClose);
+
+  const options: Dispatcher.DispatchOptions = {
+    path: ctx.target,
+    method: req.method ?? 'GET',
+    headers,
+    body: body as Dispatcher.DispatchOptions['body'],
+    headersTimeout: origin.readTimeoutMs,
+    bodyTimeout: origin.readTimeoutMs,
+    ...(origin.noKeepAlive ? { reset: true } : {}),
+  };
+
+  const handler: Dispatcher.DispatchHandler = {
+    onRequestStart(c) {
+      controller = c;
+      if (clientGone) c.abort(new ClientGone());
+    },
+    onBodySent(chunk) {
+      ctx.bytesIn += chunk.length;
+    },
+    onResponseStart(c, statusCode, responseHeaders) {
+      origin.recordSuccess();
+      if (res.destroyed) {
+        c.abort(new ClientGone());
+        return;
+      }
+      const out = responseHeaders as Record<string, string | string[] | undefined>;
+      stripResponseHopHeaders(out);
+      if (hsts !== undefined) out['strict-transport-security'] = hsts;
+      res.writeHead(statusCode, out as Record<string, string | string[]>);
+    },
+    onResponseData(c, chunk) {
+      ctx.bytesOut += chunk.length;
+      if (!res.write(chunk)) {
+        c.pause();
+        res.once('drain', () => c.resume());
+      }
+    },
+    onResponseEnd() {
+      res.off('close', onClose);
+      res.end();
+    },
+    onResponseError(_c, err) {
+      res.off('close', onClose);
+      if (clientGone || err instanceof ClientGone) {
+        res.destroy();
+        return;
+      }
+      if (err instanceof BodyTooLarge) {
+        ctx.rule = REQUEST_RULES.bodyLen;
+        if (res.headersSent) res.destroy();
+        else sendStatus(ctx, 413);
+        return;
+      }
+      const code = errorCode(err);
+      if (res.headersSent) {
+        // Mid-body: the status is out; the client sees a cut response.
+        ctx.rule = ORIGIN_RULES.error;
+        res.destroy();
+        return;
+      }
+      if (attempt === 0 && body === null && STALE_CONNECTION_ERRORS.has(code) && (options.method === 'GET' || options.method === 'HEAD')) {
+        attempt++;
+        res.once('close', onClose);
+        dispatch();
+        return;
+      }
+      if (CONNECT_ERRORS.has(code)) {
+        origin.recordFailure(Date.now());
+        ctx.rule = ORIGIN_RULES.connect;
+      } else {
+        ctx.rule = TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
+      }
+      sendStatus(ctx, 502);
+    },
+  };
+
+  function dispatch(): void {
+    try {
+      origin.pool.dispatch(options, handler);
+    } catch (err) {
+      handler.onResponseError?.(controller as Dispatcher.DispatchController, err as Error);
+    }
+  }
+  dispatch();
+}

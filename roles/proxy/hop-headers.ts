@@ -1,0 +1,38 @@
+/**
+ * Hop-by-hop headers (RFC 9110 §7.6.1): they describe one connection, so a proxy consumes them
+ * on each side and never forwards them, nor any header the Connection header names.
+ */
+
+/** Always removed, in both directions. `expect` too: node has already answered 100-continue. */
+export const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+]);
+
+/** The header names a Connection header lists (lower case), besides the fixed set. */
+export function connectionListed(value: string | string[] | undefined): Set<string> | undefined {
+  if (value === undefined) return undefined;
+  const text = Array.isArray(value) ? value.join(',') : value;
+  let names: Set<string> | undefined;
+  for (const token of text.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name !== '' && name !== 'close' && name !== 'keep-alive') (names ??= new Set()).add(name);
+  }
+  return names;
+}
+
+/**
+ * Removes hop-by-hop headers from an origin response header object (undici's parsed form, lower
+ * case keys) in place; runs once per forwarded response before it is written to the client.
+ */
+export function stripResponseHopHeaders(headers: Record<string, string | string[] | undefined>): void {
+  const listed = connectionListed(headers['connection']);
+  for (const name of HOP_BY_HOP) delete headers[name];
+  if (listed) for (const name of listed) delete headers[name];
+}

@@ -1,0 +1,37 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createOriginHeaders } from './origin-headers.ts';
+
+const RAW = ['Host', 'a.example:8080', 'Connection', 'keep-alive, X-Hop', 'X-Hop', '1', 'Keep-Alive', '5', 'TE', 'trailers', 'Expect', '100-continue', 'X-Forwarded-For', '1.1.1.1', 'x-forwarded-for', '2.2.2.2', 'X-Real-Ip', '6.6.6.6', 'Forwarded', 'for=6.6.6.6', 'Cookie', 'a=1', 'Content-Length', '3'];
+
+function pairs(flat: string[]): [string, string][] {
+  const out: [string, string][] = [];
+  for (let i = 0; i < flat.length; i += 2) out.push([flat[i] as string, flat[i + 1] as string]);
+  return out;
+}
+
+test('hop-by-hop and Connection-listed headers dropped; end-to-end headers kept in order', () => {
+  const build = createOriginHeaders({ forwardMode: 'none', customHeader: null, hostHeader: null });
+  assert.deepEqual(pairs(build(RAW, 'a.example:8080', '9.9.9.9')), [
+    ['Cookie', 'a=1'],
+    ['Content-Length', '3'],
+    ['host', 'a.example:8080'],
+  ]);
+});
+
+test('each forward mode writes its header and replaces an inbound one', () => {
+  const modes = {
+    x_forwarded_for: ['x-forwarded-for', '1.1.1.1, 2.2.2.2, 9.9.9.9'],
+    x_real_ip: ['x-real-ip', '9.9.9.9'],
+    forwarded: ['forwarded', 'for=9.9.9.9'],
+    custom: ['x-client', '9.9.9.9'],
+  } as const;
+  for (const [mode, [name, value]] of Object.entries(modes)) {
+    const build = createOriginHeaders({ forwardMode: mode as keyof typeof modes, customHeader: 'X-Client', hostHeader: 'origin.internal' });
+    const out = pairs(build(RAW, 'a.example', '9.9.9.9'));
+    assert.deepEqual(out.filter(([n]) => n.toLowerCase() === name), [[name, value]], mode);
+    assert.deepEqual(out.filter(([n]) => n.toLowerCase() === 'host'), [['host', 'origin.internal']]);
+  }
+  const v6 = createOriginHeaders({ forwardMode: 'forwarded', customHeader: null, hostHeader: null });
+  assert.deepEqual(pairs(v6([], 'a', '2001:db8::1')).find(([n]) => n === 'forwarded'), ['forwarded', 'for="[2001:db8::1]"']);
+});

@@ -1,0 +1,89 @@
+/**
+ * The request headers sent to the origin: the client's headers minus hop-by-hop ones, Host as
+ * configured (`origin.host_header`, else the client's), and the client IP in the header the
+ * site's `client_ip.forward_mode` names (spec/3 §2.4). The mode's own header is always written
+ * by the proxy, so a client cannot pass a forged value through it.
+ */
+import { isIP } from 'node:net';
+import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
+
+export type ForwardMode = 'none' | 'x_forwarded_for' | 'x_real_ip' | 'forwarded' | 'custom';
+
+export interface OriginHeaderOptions {
+  forwardMode: ForwardMode;
+  customHeader: string | null;
+  hostHeader: string | null;
+}
+
+/**
+ * Builds the flat `[name, value, ...]` header list for undici from the client's raw headers.
+ * `host` is the client's Host header as received (used when no host_header is configured).
+ */
+export type OriginHeaderBuilder = (rawHeaders: readonly string[], host: string | undefined, clientIp: string) => string[];
+
+// `expect` is answered by node (100-continue) and refused by undici's HTTP/1.1 client.
+const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'host', 'expect']);
+const CLIENT_IP_HEADERS = ['x-forwarded-for', 'x-real-ip', 'forwarded'] as const;
+
+/** `for=` value of RFC 7239: IPv6 addresses are bracketed and quoted. */
+function forwardedFor(ip: string): string {
+  return isIP(ip) === 6 ? `for="[${ip}]"` : `for=${ip}`;
+}
+
+/**
+ * Compiles a site's header rules once per config generation; the returned closure runs once per
+ * forwarded request.
+ */
+export function createOriginHeaders(opts: OriginHeaderOptions): OriginHeaderBuilder {
+  const mode = opts.forwardMode;
+  const custom = opts.customHeader?.toLowerCase() ?? '';
+  // Inbound headers the mode replaces; in `none` mode all three client-IP headers go.
+  const replaced = new Set<string>(mode === 'none' ? CLIENT_IP_HEADERS : []);
+  if (mode === 'x_forwarded_for') replaced.add('x-forwarded-for');
+  if (mode === 'x_real_ip') replaced.add('x-real-ip');
+  if (mode === 'forwarded') replaced.add('forwarded');
+  if (mode === 'custom' && custom !== '') replaced.add(custom);
+  const fixedHost = opts.hostHeader;
+
+  return function buildOriginHeaders(raw, host, clientIp) {
+    const out: string[] = [];
+    let listed: Set<string> | undefined;
+    let chain: string | undefined;
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i] as string;
+      const lower = name.toLowerCase();
+      if (lower === 'connection') listed = connectionListed(raw[i + 1]);
+      if (ALWAYS_DROPPED.has(lower)) continue;
+      if (replaced.has(lower)) {
+        if (lower === 'x-forwarded-for' && mode === 'x_forwarded_for') {
+          const v = (raw[i + 1] as string).trim();
+          if (v !== '') chain = chain === undefined ? v : `${chain}, ${v}`;
+        }
+        continue;
+      }
+      out.push(name, raw[i + 1] as string);
+    }
+    if (listed) {
+      for (let i = out.length - 2; i >= 0; i -= 2) if (listed.has((out[i] as string).toLowerCase())) out.splice(i, 2);
+    }
+    const hostValue = fixedHost ?? host;
+    if (hostValue !== undefined) out.push('host', hostValue);
+    switch (mode) {
+      case 'x_forwarded_for':
+        out.push('x-forwarded-for', chain === undefined ? clientIp : `${chain}, ${clientIp}`);
+        break;
+      case 'x_real_ip':
+        out.push('x-real-ip', clientIp);
+        break;
+      case 'forwarded':
+        out.push('forwarded', forwardedFor(clientIp));
+        break;
+      case 'custom':
+        if (custom !== '') out.push(custom, clientIp);
+        break;
+      case 'none':
+        break;
+    }
+    return out;
+  };
+}

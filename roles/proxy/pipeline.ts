@@ -1,0 +1,62 @@
+/**
+ * The per-site request pipeline of DESIGN "The proxy's request pipeline", between routing and
+ * forwarding. Phases run in the spec's fixed order; each phase may contribute one check per site;
+ * the first non-allow verdict wins. Part 2 (bans, ACLs, connection and rate limits, WAF, bot
+ * score, challenge) and the quota only add factories to CHECK_FACTORIES.
+ */
+import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+import { createHttpsRedirect } from './https-redirect.ts';
+import type { RequestContext } from './request-context.ts';
+import { createRequestLimits } from './request-limits.ts';
+import { ALLOW, type Verdict } from './verdict.ts';
+
+/** The phases between routing and forwarding, in the order they run. */
+export const PHASES = ['ban_acl', 'tls_redirect', 'connections', 'rate_limit', 'request_limits', 'waf', 'challenge', 'quota'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export type Check = (ctx: RequestContext) => Verdict;
+
+/** What a check factory sees when a config generation is compiled. */
+export interface PipelineInput {
+  site: Readonly<ProxySiteConfig>;
+  global: Readonly<ProxyGlobalConfig>;
+  /**
+   * State that outlives a generation (ban list, rate counters, quota store): part 2 adds it here
+   * so a reload recompiles the rules but keeps the counts.
+   */
+  services: PipelineServices;
+}
+
+// Empty until part 2: a reload hands the same object to every generation.
+export type PipelineServices = Record<string, never>;
+
+export interface CheckFactory {
+  phase: Phase;
+  /** Returns the site's check for this phase, or undefined when the phase has nothing to do for it. */
+  create(input: PipelineInput): Check | undefined;
+}
+
+export const CHECK_FACTORIES: readonly CheckFactory[] = [
+  { phase: 'tls_redirect', create: ({ site }) => createHttpsRedirect(site.tls) },
+  { phase: 'request_limits', create: ({ site }) => createRequestLimits(site.protection.request_limits) },
+];
+
+/**
+ * Compiles one site's pipeline for a config generation. The returned closure runs once per routed
+ * request and returns the first non-allow verdict, or ALLOW.
+ */
+export function createSitePipeline(input: PipelineInput, factories: readonly CheckFactory[] = CHECK_FACTORIES): Check {
+  const ordered = [...factories].sort((a, b) => PHASES.indexOf(a.phase) - PHASES.indexOf(b.phase));
+  const checks: Check[] = [];
+  for (const f of ordered) {
+    const check = f.create(input);
+    if (check) checks.push(check);
+  }
+  return function runPipeline(ctx) {
+    for (let i = 0; i < checks.length; i++) {
+      const verdict = (checks[i] as Check)(ctx);
+      if (verdict.kind !== 'allow') return verdict;
+    }
+    return ALLOW;
+  };
+}

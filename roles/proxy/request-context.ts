@@ -1,0 +1,46 @@
+/**
+ * The per-request context every pipeline phase reads and the telemetry event is made from. One
+ * is created when a request arrives on a data-plane listener and dropped when its response ends.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { CompiledSite } from './compiled-site.ts';
+
+export type Scheme = 'http' | 'https';
+
+export interface RequestContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly scheme: Scheme;
+  /** Wall clock at arrival (ms since the epoch), for the event's time. */
+  readonly time: number;
+  /** Monotonic arrival time (performance.now()), for the duration. */
+  readonly startedAt: number;
+  /** The Host header as received (port included), or the authority of an absolute-form target. */
+  readonly hostHeader: string | undefined;
+  /** The request target in origin form (`/path?query`). */
+  readonly target: string;
+  /** The path part of the target, undecoded. */
+  readonly path: string;
+  /** The TCP peer (IPv4-mapped addresses as plain IPv4). */
+  readonly peerIp: string;
+  /** The routed site; undefined until routing, and for 421s. */
+  site: CompiledSite | undefined;
+  /** The client IP of spec/3 §2.4 once the site is known; the peer before that. */
+  clientIp: string;
+  /** The rule that decided the outcome, if any (telemetry). */
+  rule: string | null;
+  /** Request body bytes read from the client. */
+  bytesIn: number;
+  /** Response body bytes written to the client. */
+  bytesOut: number;
+  /**
+   * Work to run once the response is over, whatever the outcome (release an in-flight slot,
+   * count quota bytes): the pipeline's guards register here.
+   */
+  cleanups: (() => void)[] | undefined;
+}
+
+/** Registers `fn` to run once when the request's response has ended or the connection closed. */
+export function onRequestDone(ctx: RequestContext, fn: () => void): void {
+  (ctx.cleanups ??= []).push(fn);
+}

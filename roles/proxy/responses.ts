@@ -1,0 +1,85 @@
+/**
+ * The proxy's own answers (421, 502, 503, the limits' 4xx, redirects): a short plain-text body,
+ * HSTS on HTTPS for sites that set it, and a bounded drain of a request body left unread.
+ */
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import type { RequestContext } from './request-context.ts';
+
+export interface SendOptions {
+  headers?: Readonly<Record<string, string>>;
+}
+
+/**
+ * How long an unread request body may keep arriving after the answer: read and dropped until
+ * then, so the client gets to read the answer instead of a reset, then the connection is closed.
+ */
+export const LINGER_MS = 5_000;
+
+function hasBody(req: IncomingMessage): boolean {
+  const declared = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
+}
+
+/**
+ * After an answer that did not read the request body (a 413, a 405 to a POST): the rest of the
+ * body is read and dropped for up to LINGER_MS, then the connection closes. Closing at once
+ * would reset the connection while the client is still sending, and most clients then report
+ * the reset instead of the answer (the "lingering close" of other servers).
+ */
+function dropUnreadBody(ctx: RequestContext): void {
+  const { req, res } = ctx;
+  if (req.complete || !hasBody(req)) return;
+  const socket = req.socket;
+  const destroySoon = socket.destroySoon;
+  let closing = false;
+  let timer: NodeJS.Timeout | undefined;
+  const bound = (): void => {
+    timer ??= setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+  };
+  socket.once('close', () => clearTimeout(timer));
+  // When the connection is not kept alive, node ends the response with socket.destroySoon(),
+  // which closes both directions at once. For this one response only the sending side closes;
+  // the rest of the body is still read until the client closes its side or the time is up.
+  socket.destroySoon = function endAndLinger() {
+    socket.destroySoon = destroySoon;
+    closing = true;
+    socket.end();
+    bound();
+  };
+  res.once('finish', () => {
+    if (req.complete) {
+      socket.destroySoon = destroySoon;
+      return;
+    }
+    bound();
+    req.once('end', () => {
+      socket.destroySoon = destroySoon;
+      // A kept-alive connection whose body arrived in time serves the next request.
+      if (!closing) clearTimeout(timer);
+    });
+    req.resume();
+  });
+}
+
+/** Writes a complete answer with `status`; runs wherever the pipeline stops a request. */
+export function sendStatus(ctx: RequestContext, status: number, opts: SendOptions = {}): void {
+  const res = ctx.res;
+  if (res.headersSent || res.destroyed) return;
+  const text = `${status} ${STATUS_CODES[status] ?? ''}\n`;
+  const headers: Record<string, string | number> = {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    'cache-control': 'no-store',
+    ...opts.headers,
+  };
+  if (ctx.scheme === 'https' && ctx.site?.hsts !== undefined) headers['strict-transport-security'] = ctx.site.hsts;
+  dropUnreadBody(ctx);
+  res.writeHead(status, headers);
+  res.end(ctx.req.method === 'HEAD' ? undefined : text);
+}
+
+/** Writes a redirect to `location` with a short body naming it. */
+export function sendRedirect(ctx: RequestContext, status: number, location: string): void {
+  sendStatus(ctx, status, { headers: { location } });
+}

@@ -1,0 +1,118 @@
+/**
+ * `osproxy --root DIR` (= `osproxy serve`, `hostkit proxy serve`): loads the files (refusing to
+ * start on a bad config.yaml), binds the data-plane listeners and the admin API, hot-reloads on
+ * file changes, rebuilds the certificates hourly, and on SIGTERM stops accepting, lets in-flight
+ * requests finish (bounded), then exits.
+ */
+import { resolve } from 'node:path';
+import { createLogger, type AppLogger } from '../../src/core/logger.ts';
+import { createShutdown, exitOnSignals, type Shutdown } from '../../src/core/shutdown.ts';
+import { parseListen } from '../../src/core/config-checks.ts';
+import { loadConfigFile } from '../../src/core/config-loader.ts';
+import { globalFileOf, proxyGlobalSpec } from './config.ts';
+import { createAdminApi } from './admin-api.ts';
+import { createAdminAuth } from './admin-auth.ts';
+import { createConfigWriter } from './config-writer.ts';
+import { createDataPlane } from './data-plane.ts';
+import { watchConfigFiles } from './file-watch.ts';
+import type { Generation } from './generation.ts';
+import { startListeners } from './listeners.ts';
+import { levelFromRustLog } from './log-level.ts';
+import { createOriginPools, type OriginPools } from './origin-pools.ts';
+import { createProxyRuntime } from './proxy-runtime.ts';
+import { createRecentEvents } from './recent-events.ts';
+
+/** How long in-flight requests get to finish after SIGTERM. */
+const SHUTDOWN_GRACE_MS = 10_000;
+/** Spec/3 §2.3: the SNI certificate map is rebuilt hourly. */
+const CERT_REBUILD_MS = 3_600_000;
+// Node's own default for the request line plus headers; the parser never gets less.
+const MIN_PARSER_HEADER_BYTES = 16 * 1024;
+
+/** The parser's limit: the largest site's URI plus header caps, so each site's own check decides. */
+function parserHeaderLimit(gen: Generation): number {
+  let max = MIN_PARSER_HEADER_BYTES;
+  for (const s of gen.sites) {
+    const l = s.config.protection.request_limits;
+    max = Math.max(max, l.max_uri_bytes + l.max_header_bytes + 1024);
+  }
+  return max;
+}
+
+/** log_level before anything is logged, so the loading itself logs at the configured level. */
+function initialLogLevel(root: string): string {
+  try {
+    return loadConfigFile(globalFileOf(root), proxyGlobalSpec).config.log_level;
+  } catch {
+    // The start fails with every problem listed, at the default level.
+    return 'info';
+  }
+}
+
+function applyLogLevel(logger: AppLogger, gen: Generation): void {
+  const level = levelFromRustLog(process.env['RUST_LOG']) ?? gen.global.log_level;
+  if (logger.level !== level) logger.level = level;
+}
+
+/** Runs the proxy until a signal stops it; resolves once every listener is up. */
+export async function serveProxy(rootArg: string): Promise<void> {
+  const root = resolve(rootArg);
+  const logger = createLogger({ name: 'osproxy', level: 'info' });
+  logger.level = levelFromRustLog(process.env['RUST_LOG']) ?? initialLogLevel(root);
+  const rustLog = process.env['RUST_LOG'];
+  if (rustLog !== undefined && rustLog.trim() !== '' && levelFromRustLog(rustLog) === undefined) logger.warn({ RUST_LOG: rustLog }, 'RUST_LOG names no level: log_level applies');
+
+  const shutdown = createShutdown({ logger, timeoutMs: SHUTDOWN_GRACE_MS + 5_000 });
+  shutdown.add('logger', () => logger.close());
+  const pools = createOriginPools();
+  shutdown.add('origin pools', () => pools.close());
+  try {
+    await start(root, logger, pools, shutdown);
+  } catch (err) {
+    // Whatever was already bound must not keep the process alive.
+    await shutdown.run('start failed');
+    throw err;
+  }
+  exitOnSignals(shutdown);
+}
+
+/** Everything after the logger: config, listeners, admin API, watchers; each registers its shutdown step. */
+async function start(root: string, logger: AppLogger, pools: OriginPools, shutdown: Shutdown): Promise<void> {
+  const runtime = createProxyRuntime({ root, logger, pools, services: {} });
+  const first = runtime.current();
+  applyLogLevel(logger, first);
+  const events = createRecentEvents(first.global.events.recent_buffer);
+  events.configure(first.global.events.recent_buffer, new Set(first.sites.map((s) => s.id)));
+
+  const plane = createDataPlane({ current: runtime.current, onEvent: events.record, logger });
+  const boot = runtime.state.startGlobal;
+  const listeners = await startListeners({ http: boot.listen_http, https: boot.listen_https, plane, maxHeaderSize: parserHeaderLimit(first), logger });
+  shutdown.add('listeners', () => listeners.close(SHUTDOWN_GRACE_MS));
+
+  runtime.onSwap((gen) => {
+    applyLogLevel(logger, gen);
+    events.configure(gen.global.events.recent_buffer, new Set(gen.sites.map((s) => s.id)));
+    listeners.setMaxHeaderSize(parserHeaderLimit(gen));
+  });
+
+  const admin = createAdminApi({ runtime, writer: createConfigWriter(runtime), events, auth: createAdminAuth(() => runtime.current().global), logger });
+  const adminAddress = parseListen(boot.admin.listen);
+  if (!adminAddress) throw new Error(`bad admin.listen ${boot.admin.listen}`);
+  await admin.app.listen({ host: adminAddress.host, port: adminAddress.port });
+  shutdown.add('admin API', () => admin.app.close());
+  logger.info({ address: `http://${boot.admin.listen}/api/v1` }, 'admin API listening');
+
+  const reload = (reason: string, force = false): void => {
+    try {
+      runtime.reload({ force, reason });
+    } catch (err) {
+      logger.error({ err, reason }, 'reload failed');
+    }
+  };
+  const watcher = watchConfigFiles({ dirs: [root, runtime.state.sitesDir], onChange: reload, logger });
+  shutdown.add('file watch', () => watcher.close());
+  const certTimer = setInterval(() => reload('hourly certificate rebuild', true), CERT_REBUILD_MS);
+  certTimer.unref();
+  shutdown.add('certificate timer', () => clearInterval(certTimer));
+  logger.info({ root, generation: first.number, sites: first.sites.length, listeners: listeners.addresses }, 'osproxy started');
+}

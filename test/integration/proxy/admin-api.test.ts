@@ -1,0 +1,234 @@
+/**
+ * The admin API (spec/3 §4.1, §5; docs/proxy-admin-api.md) against the proxy started as
+ * `osproxy --root DIR`: the Host allow-list before tokens, the three roles on every endpoint,
+ * token rotation applying to the next request, PUT /global, site CRUD writing the files (comments
+ * kept) with the 409 conflict naming the other site, validation errors with every problem, and a
+ * graceful SIGTERM that lets an in-flight request finish.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { startHostkit, type Daemon } from '../hostkit-process.ts';
+import {
+  ADMIN_TOKEN,
+  OPERATOR_TOKEN,
+  READONLY_TOKEN,
+  api,
+  makeRoot,
+  request,
+  servedBy,
+  startOrigin,
+  until,
+  type Origin,
+  type ProxyRoot,
+} from './harness.ts';
+
+let root: ProxyRoot;
+let proxy: Daemon;
+let origin: Origin;
+
+before(async () => {
+  origin = await startOrigin();
+  root = await makeRoot({
+    global: { admin_note: 'unknown keys are ignored' },
+    sites: {
+      'main.yaml': { id: 'main', hostnames: ['main.test', '*.main.test'], origin: { url: origin.url } },
+      'spare.yaml': { id: 'spare', hostnames: ['spare.test'], origin: { url: origin.url } },
+    },
+  });
+  const file = join(root.dir, 'config.yaml');
+  // allow_hosts: the loopback address (any port) and one name; a comment to keep through PUT /global.
+  writeFileSync(file, `# global config, edited by hand\n${readFileSync(file, 'utf8').replace(/^admin:\n/m, 'admin:\n  allow_hosts: [127.0.0.1, proxy-admin.internal:9999]\n')}`);
+  // The spec's own command line: osproxy --root DIR.
+  proxy = startHostkit(['--root', root.dir], { name: 'osproxy', linkDir: join(root.dir, 'bin'), env: { RUST_LOG: '' } });
+  await proxy.waitFor(/"msg":"osproxy started"/);
+});
+
+after(async () => {
+  await proxy?.stop('SIGKILL');
+  await origin?.close();
+});
+
+test('GET /health needs no token; the Host allow-list is checked first, for every path', async () => {
+  const health = await api(root, 'GET', '/health', { token: null });
+  assert.equal(health.status, 200);
+  assert.equal(health.body.data.status, 'ok');
+  assert.equal(health.body.data.sites, 2);
+  for (const path of ['/health', '/sites', '/nope']) {
+    for (const token of [ADMIN_TOKEN, 'wrong-token-wrong-token', null]) {
+      const r = await api(root, 'GET', path, { token, host: 'evil.test' });
+      assert.equal(r.status, 403, `${path} ${token}`);
+      assert.equal(r.body.meta.code, 'ERR_HOST_NOT_ALLOWED');
+    }
+  }
+  assert.equal((await api(root, 'GET', '/sites', { host: 'proxy-admin.internal:9999' })).status, 200, 'an entry with a port matches exactly');
+  assert.equal((await api(root, 'GET', '/sites', { host: 'proxy-admin.internal' })).status, 403);
+  assert.equal((await api(root, 'GET', '/sites', { host: '127.0.0.1:1' })).status, 200, 'an entry without a port matches any port');
+});
+
+test('tokens: missing or unknown is 401 with WWW-Authenticate', async () => {
+  for (const token of [null, 'not-a-configured-token', ADMIN_TOKEN.slice(0, -1)]) {
+    const r = await request({ port: root.adminPort, path: '/api/v1/sites', headers: token === null ? {} : { authorization: `Bearer ${token}` } });
+    assert.equal(r.status, 401);
+    assert.equal(r.headers['www-authenticate'], 'Bearer');
+    assert.equal(JSON.parse(r.text).meta.code, 'ERR_UNAUTHORIZED');
+  }
+});
+
+test('roles: readonly reads, operator also manages sites and reloads, admin also replaces the global config', async () => {
+  const site = { hostnames: ['roles.test'], origin: { url: origin.url } };
+  const calls: [string, string, unknown, Record<string, number>][] = [
+    ['GET', '/sites', undefined, { readonly: 200, operator: 200, admin: 200 }],
+    ['GET', '/sites/main', undefined, { readonly: 200, operator: 200, admin: 200 }],
+    ['GET', '/events/recent', undefined, { readonly: 200, operator: 200, admin: 200 }],
+    ['POST', '/reload', undefined, { readonly: 403, operator: 200, admin: 200 }],
+    ['POST', '/sites', { ...site, id: 'roles' }, { readonly: 403, operator: 201, admin: 409 }],
+    ['PUT', '/sites/roles', { ...site, enabled: false }, { readonly: 403, operator: 200, admin: 200 }],
+    ['DELETE', '/sites/roles', undefined, { readonly: 403, operator: 200, admin: 404 }],
+    ['PUT', '/global', 'CURRENT', { readonly: 403, operator: 403, admin: 200 }],
+  ];
+  const tokens: Record<string, string> = { readonly: READONLY_TOKEN, operator: OPERATOR_TOKEN, admin: ADMIN_TOKEN };
+  for (const [method, path, body, expected] of calls) {
+    for (const role of ['readonly', 'operator', 'admin']) {
+      const payload = body === 'CURRENT' ? currentGlobal() : body;
+      const r = await api(root, method, path, { token: tokens[role] as string, ...(payload === undefined ? {} : { body: payload }) });
+      assert.equal(r.status, expected[role], `${role} ${method} ${path}: ${JSON.stringify(r.body)}`);
+      if (r.status === 403) assert.equal(r.body.meta.code, 'ERR_FORBIDDEN');
+    }
+  }
+});
+
+/** config.yaml as the JSON body of PUT /global. */
+function currentGlobal(): Record<string, unknown> {
+  return parse(readFileSync(join(root.dir, 'config.yaml'), 'utf8')) as Record<string, unknown>;
+}
+
+test('PUT /global: validated by the loader, written with comments kept, tokens rotated for the next request', async () => {
+  const bad = await api(root, 'PUT', '/global', { body: { ...currentGlobal(), admin: { tokens: [{ name: 'x', token: 'short' }] }, log_level: 'loud' } });
+  assert.equal(bad.status, 400);
+  assert.equal(bad.body.meta.code, 'ERR_VALIDATION');
+  assert.deepEqual(bad.body.data.problems.map((p: { path: string }) => p.path).sort(), ['/admin/tokens/0/token', '/log_level']);
+  const rotated = currentGlobal();
+  const admin = rotated['admin'] as { tokens: { name: string; token: string; role: string }[] };
+  admin.tokens = admin.tokens.map((t) => (t.role === 'operator' ? { ...t, token: 'rotated-operator-token-0123' } : t));
+  const r = await api(root, 'PUT', '/global', { body: rotated });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  assert.deepEqual(r.body.data.restart_required, []);
+  assert.equal((await api(root, 'GET', '/sites', { token: OPERATOR_TOKEN })).status, 401, 'the old token stops at once');
+  assert.equal((await api(root, 'GET', '/sites', { token: 'rotated-operator-token-0123' })).status, 200);
+  const text = readFileSync(join(root.dir, 'config.yaml'), 'utf8');
+  assert.match(text, /^# global config, edited by hand\n/);
+  assert.match(text, /rotated-operator-token-0123/);
+  // Editing the file works the same way.
+  writeFileSync(join(root.dir, 'config.yaml'), text.replace('rotated-operator-token-0123', OPERATOR_TOKEN));
+  await until('the file edit rotates the token back', async () => (await api(root, 'GET', '/sites', { token: OPERATOR_TOKEN })).status === 200);
+  const moved = await api(root, 'PUT', '/global', { body: { ...currentGlobal(), listen_http: ['127.0.0.1:1'] } });
+  assert.deepEqual(moved.body.data.restart_required, ['listen_http']);
+  await api(root, 'PUT', '/global', { body: { ...currentGlobal(), listen_http: [`127.0.0.1:${root.httpPort}`] } });
+});
+
+test('site CRUD writes the files and applies at once', async () => {
+  const created = await api(root, 'POST', '/sites', {
+    body: {
+      hostnames: ['crud.test'],
+      origin: { url: origin.url },
+      protection: { waf: { custom_rules: [{ id: 'ua', name: 'bad agent', target: { header: 'User-Agent' }, pattern: 'evilbot' }] } },
+    },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  assert.equal(created.body.data.site.id, 'crud.test', 'the id comes from the first hostname');
+  const file = join(root.sitesDir, 'crud.test.yaml');
+  assert.equal(created.body.data.file, file);
+  assert.match(readFileSync(file, 'utf8'), /^id: crud\.test\n/);
+  assert.match(readFileSync(file, 'utf8'), /target: !header User-Agent/);
+  assert.equal(servedBy(await request({ port: root.httpPort, host: 'crud.test' })), origin.port);
+
+  const got = await api(root, 'GET', '/sites/crud.test');
+  assert.equal(got.body.data.origin.connect_timeout_ms, 5000, 'the site as JSON, defaults filled in');
+  assert.deepEqual(got.body.data.protection.waf.custom_rules[0].target, { header: 'User-Agent' });
+
+  writeFileSync(file, `# hand-written note\n${readFileSync(file, 'utf8')}`);
+  const replaced = await api(root, 'PUT', '/sites/crud.test', { body: { ...got.body.data, hostnames: ['crud.test', 'crud2.test'] } });
+  assert.equal(replaced.status, 200, JSON.stringify(replaced.body));
+  assert.match(readFileSync(file, 'utf8'), /^# hand-written note\n/, 'comments survive a PUT');
+  assert.equal((await request({ port: root.httpPort, host: 'crud2.test' })).status, 200);
+
+  const idChange = await api(root, 'PUT', '/sites/crud.test', { body: { ...got.body.data, id: 'other' } });
+  assert.equal(idChange.status, 400);
+
+  const list = await api(root, 'GET', '/sites');
+  assert.ok(list.body.data.sites.some((s: { id: string; hostnames: string[] }) => s.id === 'crud.test' && s.hostnames.includes('crud2.test')));
+
+  const deleted = await api(root, 'DELETE', '/sites/crud.test');
+  assert.equal(deleted.status, 200);
+  assert.equal(existsSync(file), false);
+  assert.equal((await request({ port: root.httpPort, host: 'crud.test' })).status, 421);
+  for (const [method, body] of [['GET'], ['PUT', { hostnames: ['x.test'], origin: { url: origin.url } }], ['DELETE']] as const) {
+    const r = await api(root, method, '/sites/crud.test', body ? { body } : {});
+    assert.equal(r.status, 404, method);
+    assert.equal(r.body.meta.code, 'ERR_NOT_FOUND');
+  }
+});
+
+test('409 when a hostname is claimed by another enabled site, naming it; nothing is written', async () => {
+  const before = readFileSync(join(root.sitesDir, 'spare.yaml'), 'utf8');
+  const taken = await api(root, 'POST', '/sites', { body: { id: 'thief', hostnames: ['new.test', 'SPARE.test.'], origin: { url: origin.url } } });
+  assert.equal(taken.status, 409);
+  assert.equal(taken.body.meta.code, 'ERR_CONFLICT');
+  assert.deepEqual([taken.body.data.site, taken.body.data.hostname], ['spare', 'spare.test']);
+  assert.match(taken.body.error ?? '', /spare\.test is already claimed by site spare/);
+  assert.equal(existsSync(join(root.sitesDir, 'thief.yaml')), false);
+  const wildcard = await api(root, 'PUT', '/sites/spare', { body: { hostnames: ['spare.test', '*.main.test'], origin: { url: origin.url } } });
+  assert.equal(wildcard.status, 409);
+  assert.equal(wildcard.body.data.site, 'main');
+  assert.equal(readFileSync(join(root.sitesDir, 'spare.yaml'), 'utf8'), before);
+  const sameId = await api(root, 'POST', '/sites', { body: { id: 'spare', hostnames: ['other.test'], origin: { url: origin.url } } });
+  assert.equal(sameId.status, 409);
+  const disabled = await api(root, 'POST', '/sites', { body: { id: 'parked', enabled: false, hostnames: ['spare.test'], origin: { url: origin.url } } });
+  assert.equal(disabled.status, 201, 'a disabled site claims nothing');
+  assert.equal(servedBy(await request({ port: root.httpPort, host: 'spare.test' })), origin.port);
+});
+
+test('bad bodies: every validation problem at once, malformed JSON, not an object, bad query', async () => {
+  const invalid = await api(root, 'POST', '/sites', { body: { id: 'bad id!', hostnames: [], origin: { url: 'http://user@x/path' }, tls: { enabled: true } } });
+  assert.equal(invalid.status, 400);
+  assert.equal(invalid.body.meta.code, 'ERR_VALIDATION');
+  const paths = invalid.body.data.problems.map((p: { path: string }) => p.path);
+  for (const p of ['/id', '/hostnames', '/origin/url', '/tls/cert_path', '/tls/key_path']) assert.ok(paths.includes(p), `${p} in ${paths}`);
+  const malformed = await request({ port: root.adminPort, method: 'POST', path: '/api/v1/sites', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{"hostnames": [' });
+  assert.equal(malformed.status, 400);
+  assert.equal(JSON.parse(malformed.text).meta.code, 'ERR_BAD_REQUEST');
+  const array = await api(root, 'POST', '/sites', { body: ['x'] });
+  assert.equal(array.status, 400);
+  assert.equal(array.body.meta.code, 'ERR_BAD_REQUEST');
+  assert.equal((await api(root, 'GET', '/events/recent?limit=0')).status, 400);
+  const unknown = await api(root, 'GET', '/nothing-here');
+  assert.deepEqual([unknown.status, unknown.body.meta.code], [404, 'ERR_NOT_FOUND']);
+});
+
+test('POST /reload re-reads the files and reports the new generation', async () => {
+  const first = await api(root, 'POST', '/reload');
+  const second = await api(root, 'POST', '/reload');
+  assert.equal(second.body.data.generation, first.body.data.generation + 1);
+  assert.deepEqual(second.body.data.broken, []);
+});
+
+test('GET /events/recent: newest first, per site, bounded by limit', async () => {
+  for (let i = 0; i < 5; i++) await request({ port: root.httpPort, host: 'a.main.test', path: `/e/${i}` });
+  const r = await api(root, 'GET', '/events/recent?site=main&limit=3');
+  assert.deepEqual(r.body.data.events.map((e: { path: string }) => e.path), ['/e/4', '/e/3', '/e/2']);
+});
+
+test('SIGTERM: no new connections, the in-flight request finishes, exit 0', async () => {
+  const slow = request({ port: root.httpPort, host: 'main.test', path: '/slow/800' });
+  await new Promise((r) => setTimeout(r, 200));
+  const exited = proxy.stop('SIGTERM');
+  await new Promise((r) => setTimeout(r, 100));
+  await assert.rejects(request({ port: root.httpPort, host: 'main.test' }), /ECONNREFUSED/);
+  const reply = await slow;
+  assert.equal(reply.status, 200);
+  assert.equal(await exited, 0);
+  assert.match(proxy.output(), /"reason":"SIGTERM".*shutting down/);
+});
