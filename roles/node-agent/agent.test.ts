@@ -46,6 +46,7 @@ function recordingTc(): TrafficControl & { last: Map<string, InterfaceShape>; re
       }
       return { applied: ifaces.length, unchanged: 0, failed: [] };
     },
+    prepare: async (refs) => ({ applied: refs.length, unchanged: 0, failed: [] }),
     verify: async () => [],
     forget: () => undefined,
     sweepOrphanIfbs: async () => 0,

@@ -354,6 +354,13 @@ export function createAgent(deps: AgentDeps): Agent {
       for (const uuid of containers.keys()) if (!next.has(uuid)) logger.info({ server: uuid }, 'server container no longer running');
       if (dockerState !== 'ok') logger.info({ containers: next.size }, 'container runtime reachable');
       dockerState = 'ok';
+      if (deps.tc && config.traffic_control.enabled) {
+        const fresh = [...next.values()].filter((c) => c.iface && c.ifindex !== null && containers.get(c.uuid)?.iface !== c.iface);
+        if (fresh.length > 0) {
+          const r = await deps.tc.prepare(fresh.map((c) => ({ iface: c.iface as string, ifindex: c.ifindex as number })));
+          for (const f of r.failed) logger.warn({ iface: f.iface, error: f.error }, 'preparing the IFB device failed; retried when limits apply');
+        }
+      }
       const veths = (m: Map<string, ManagedContainer>): string => [...m.values()].map((c) => `${c.uuid}=${c.iface}`).sort().join(',');
       const moved = veths(next) !== veths(containers);
       containers = next;

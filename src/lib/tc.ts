@@ -94,6 +94,8 @@ export interface TrafficControl {
   apply(shapes: InterfaceShape[]): Promise<ApplyResult>;
   /** Removes all rules and the IFB of each interface; absent rules count as removed. */
   remove(ifaces: InterfaceRef[]): Promise<ApplyResult>;
+  /** Creates the IFB devices of new interfaces ahead of any limit. */
+  prepare(refs: InterfaceRef[]): Promise<ApplyResult>;
   /** Reads the kernel (not the cache); returns the shapes whose rules are missing or differ. */
   verify(shapes: InterfaceShape[]): Promise<VerifyProblem[]>;
   /** The interface disappeared: drop its cache entry, delete its IFB on the next call. */
@@ -242,6 +244,8 @@ export interface PlanInput {
   /** What this library applied last, when `from` comes from its cache: equal directions are skipped. */
   prev?: { down: HtbParams | null; up: HtbParams | null };
   to: { down: HtbParams | null; up: HtbParams | null };
+  /** Keep the IFB when the up direction goes away (apply); only remove() deletes it. */
+  keepIfb?: boolean;
 }
 
 function rootLines(dev: string, root: DevState['root'], dir: 'down' | 'up'): BatchLine[] {
@@ -287,7 +291,7 @@ export function planInterface(p: PlanInput): InterfacePlan {
     }
   } else {
     if (from.ingress) plan.tc.push({ cmd: `qdisc del dev ${iface} ingress`, dir: 'up', tolerate: ABSENT });
-    if (from.ifb !== 'absent') plan.deleteLinks.push(ifb);
+    if (from.ifb !== 'absent' && !p.keepIfb) plan.deleteLinks.push(ifb);
   }
   return plan;
 }
@@ -633,6 +637,8 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
   const cache = new Map<string, CacheEntry>();
   /** Interfaces that may own an IFB (up rules applied or attempted), kept when the cache entry is dropped. */
   const ifbOwners = new Map<string, number>();
+  // Interfaces whose IFB prepare() created, by ifindex; a new ifindex under the same name prepares again.
+  const prepared = new Map<string, number>();
   /** IFBs of forgotten interfaces, deleted by the next call that runs an ip batch. */
   const orphanIfbs = new Set<string>();
   let queue: Promise<unknown> = Promise.resolve();
@@ -727,7 +733,7 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
    * The common path of apply and remove: desired states in, kernel changed, cache updated.
    * `invalid` are interfaces that failed validation before reaching here.
    */
-  async function converge(wanted: Desired[], invalid: { iface: string; error: string }[]): Promise<ApplyResult> {
+  async function converge(wanted: Desired[], invalid: { iface: string; error: string }[], keepIfb: boolean): Promise<ApplyResult> {
     const result: ApplyResult = { applied: 0, unchanged: 0, failed: [...invalid] };
     const changed: Desired[] = [];
     for (const d of wanted) {
@@ -785,7 +791,7 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
         }
         from = stateFromSnapshot(s, d.iface, d.ifindex);
       }
-      const plan = planInterface({ iface: d.iface, ifb, from, ...(prev ? { prev } : {}), to: { down: d.down, up: d.up } });
+      const plan = planInterface({ iface: d.iface, ifb, from, ...(prev ? { prev } : {}), to: { down: d.down, up: d.up }, keepIfb });
       for (const l of plan.ipPre) ipPre.push({ ...l, owner: d.iface });
       for (const l of plan.tc) tc.push({ ...l, owner: d.iface });
       for (const name of plan.deleteLinks) deletions.push({ name, owner: d.iface });
@@ -857,7 +863,9 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
   function apply(shapes: InterfaceShape[]): Promise<ApplyResult> {
     return serial(() => {
       const { wanted, invalid } = normalizeAll(shapes);
-      return converge(wanted, invalid);
+      // An interface keeps its IFB while it lives: a throttle that comes back later then only
+      // touches HTB classes. remove() and the orphan sweep delete IFBs.
+      return converge(wanted, invalid, true);
     });
   }
 
@@ -867,7 +875,38 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
    * Returns counts and failures like apply.
    */
   function remove(ifaces: InterfaceRef[]): Promise<ApplyResult> {
-    return apply(ifaces.map((r) => ({ iface: r.iface, ifindex: r.ifindex, down: null, up: null })));
+    return serial(() => {
+      // Read the kernel for these: a kept or prepared IFB is not in the cache's picture.
+      for (const r of ifaces) {
+        prepared.delete(r.iface);
+        cache.delete(r.iface);
+      }
+      const { wanted, invalid } = normalizeAll(ifaces.map((r) => ({ iface: r.iface, ifindex: r.ifindex, down: null, up: null })));
+      return converge(wanted, invalid, false);
+    });
+  }
+
+  /**
+   * Runs when discovery finds new interfaces: creates and brings up their IFB devices before any
+   * limit needs them. Creating IFBs is the slow part of a first apply (about 1.7 ms each, the
+   * kernel serializes them), so doing it as containers appear keeps limits pushes and throttles
+   * to HTB class changes. Returns counts and failures like apply.
+   */
+  function prepare(refs: InterfaceRef[]): Promise<ApplyResult> {
+    return serial(async () => {
+      const fresh = refs.filter((r) => prepared.get(r.iface) !== r.ifindex);
+      const lines: OwnedLine[] = fresh.flatMap((r) => [
+        { cmd: `link add name ${ifbOf(r.ifindex)} txqueuelen ${IFB_TXQUEUELEN} type ifb`, dir: 'up' as const, owner: r.iface, tolerate: EXISTS },
+        { cmd: `link set dev ${ifbOf(r.ifindex)} up`, dir: 'up' as const, owner: r.iface },
+      ]);
+      const failures = await runBatch(ipPath, lines, 'ip');
+      for (const r of fresh) if (!failures.has(r.iface)) prepared.set(r.iface, r.ifindex);
+      return {
+        applied: fresh.length - failures.size,
+        unchanged: refs.length - fresh.length,
+        failed: [...failures].map(([iface, error]) => ({ iface, error })),
+      };
+    });
   }
 
   /**
@@ -953,10 +992,13 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
   function forget(iface: string): void {
     const c = cache.get(iface);
     const owner = ifbOwners.get(iface);
+    const made = prepared.get(iface);
     cache.delete(iface);
     ifbOwners.delete(iface);
+    prepared.delete(iface);
     if (c?.up) orphanIfbs.add(ifbOf(c.ifindex));
     if (owner !== undefined) orphanIfbs.add(ifbOf(owner));
+    if (made !== undefined) orphanIfbs.add(ifbOf(made));
   }
 
   /**
@@ -985,5 +1027,5 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
     });
   }
 
-  return { apply, remove, verify, forget, sweepOrphanIfbs };
+  return { apply, remove, prepare, verify, forget, sweepOrphanIfbs };
 }

@@ -304,4 +304,17 @@ describe('tc in network namespaces', async () => {
     const ifbs = JSON.parse(await sh('ip', ['-n', NS_C, '-j', 'link', 'show', 'type', 'ifb'])) as unknown[];
     assert.equal(ifbs.length, 0, 'every IFB was deleted');
   });
+  it('prepare creates IFBs ahead of limits; apply keeps them, remove deletes them', async (t) => {
+    if (skip) return t.skip(`!!! SKIPPED: ${skip} !!!`);
+    const prep = createTrafficControl({ netns: NS_A });
+    const ifb = ifbName(hostIfindex);
+    assert.deepEqual(await prep.prepare([{ iface: HOST_VETH, ifindex: hostIfindex }]), { applied: 1, unchanged: 0, failed: [] });
+    assert.match(await sh('ip', ['-n', NS_A, 'link', 'show', 'dev', ifb]), /state UNKNOWN|UP/);
+    assert.deepEqual(await prep.prepare([{ iface: HOST_VETH, ifindex: hostIfindex }]), { applied: 0, unchanged: 1, failed: [] });
+    assert.deepEqual(await prep.apply([shape(null, 10)]), { applied: 1, unchanged: 0, failed: [] });
+    assert.deepEqual(await prep.apply([shape(10, null)]), { applied: 1, unchanged: 0, failed: [] });
+    assert.match(await sh('ip', ['-n', NS_A, 'link', 'show', 'dev', ifb]), new RegExp(ifb), 'the IFB outlives its up rule');
+    await prep.remove([{ iface: HOST_VETH, ifindex: hostIfindex }]);
+    await assert.rejects(sh('ip', ['-n', NS_A, 'link', 'show', 'dev', ifb]), /does not exist|Cannot find/);
+  });
 });
