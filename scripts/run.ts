@@ -14,6 +14,8 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RUN = join(ROOT, '.cache', 'run');
 const EXE = join(ROOT, 'dist', `hostkit-linux-${process.arch === 'arm64' ? 'arm64' : 'x64'}`);
 const AGENT_PORT = 8480;
+const PROXY_HTTP = '127.0.0.1:8081';
+const PROXY_ADMIN = '127.0.0.1:9090';
 const PANEL_URL = 'http://127.0.0.1:8080';
 
 function say(text: string): void {
@@ -47,7 +49,22 @@ function main(): void {
       traffic_control: { enabled: process.getuid?.() === 0 },
     }),
   );
-  const children = [start('node-agent', ['node-agent', 'serve', '--config', agentConfig])];
+  // The proxy fronts the node agent's API as an example site: http://localhost:8081/api/v1/health.
+  const proxyRoot = join(RUN, 'proxy');
+  mkdirSync(join(proxyRoot, 'sites.d'), { recursive: true });
+  const adminTokenFile = join(RUN, 'proxy-admin-token');
+  if (!existsSync(adminTokenFile)) writeFileSync(adminTokenFile, `${randomBytes(24).toString('hex')}\n`, { mode: 0o600 });
+  const adminToken = readFileSync(adminTokenFile, 'utf8').trim();
+  writeFileSync(
+    join(proxyRoot, 'config.yaml'),
+    stringify({ listen_http: [PROXY_HTTP], listen_https: [], admin: { listen: PROXY_ADMIN, tokens: [{ name: 'make-run', token: adminToken, role: 'admin' }] } }),
+  );
+  const site = join(proxyRoot, 'sites.d', 'node-agent.yaml');
+  if (!existsSync(site)) writeFileSync(site, stringify({ hostnames: ['localhost', '127.0.0.1'], origin: { url: `http://127.0.0.1:${AGENT_PORT}` } }));
+  const children = [
+    start('node-agent', ['node-agent', 'serve', '--config', agentConfig]),
+    start('proxy', ['proxy', '--root', proxyRoot]),
+  ];
   const token = readFileSync(tokenFile, 'utf8').trim();
   say(
     [
@@ -55,6 +72,8 @@ function main(): void {
       'hostkit is running on loopback:',
       `  node agent API   http://127.0.0.1:${AGENT_PORT}/api/v1/health   (bearer token: ${token})`,
       `  node agent CLI   ${EXE} node-agent status --config ${agentConfig}`,
+      `  reverse proxy    http://localhost:${PROXY_HTTP.split(':')[1]}/api/v1/health   (site files in ${proxyRoot}/sites.d, hot-reloaded)`,
+      `  proxy admin API  http://${PROXY_ADMIN}/api/v1/sites   (bearer token: ${adminToken})`,
       `  logs             ${RUN}/*.log`,
       `The agent registers with the panel at ${PANEL_URL} once the panel role exists; until then it retries and keeps serving.`,
       'Ctrl-C stops everything.',
