@@ -2,10 +2,8 @@
  * The local CLI of the node agent (`bandwidth-node status|stats|history|unthrottle`): talks to
  * the running agent over its admin socket and prints for people, or JSON with --json.
  */
-import { readFileSync } from 'node:fs';
-import { parse } from 'yaml';
+import { formatBytes as bytes, formatRate as rate, printLine as print, socketPathFromConfig, table } from '../../src/lib/cli-format.ts';
 import { localRequest } from '../../src/lib/local-socket.ts';
-import { GIB, MIB, KIB } from '../../src/lib/units.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import type { AgentStatus } from './agent.ts';
 
@@ -13,38 +11,14 @@ const DEFAULT_SOCKET = '/var/run/bandwidth-node.sock';
 
 /** BANDWIDTH_NODE_SOCKET, else general.socket_path of the config file, else the default. */
 export function agentSocketPath(configPath: string): string {
-  const fromEnv = process.env['BANDWIDTH_NODE_SOCKET'];
-  if (fromEnv) return fromEnv;
-  try {
-    const doc = parse(readFileSync(configPath, 'utf8')) as { general?: { socket_path?: unknown } } | null;
-    if (typeof doc?.general?.socket_path === 'string' && doc.general.socket_path) return doc.general.socket_path;
-  } catch {
-    // No readable config: the default socket.
-  }
-  return DEFAULT_SOCKET;
+  return process.env['BANDWIDTH_NODE_SOCKET'] || socketPathFromConfig(configPath, DEFAULT_SOCKET);
 }
 
 const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<T> => localRequest<T>(socket, method, `/api/v1${path}`, 'bandwidth-node');
 
-export function bytes(n: number): string {
-  if (n >= GIB) return `${(n / GIB).toFixed(2)} GiB`;
-  if (n >= MIB) return `${(n / MIB).toFixed(1)} MiB`;
-  if (n >= KIB) return `${(n / KIB).toFixed(1)} KiB`;
-  return `${n} B`;
-}
 
-export function rate(bytesPerSec: number): string {
-  return `${((bytesPerSec * 8) / 1_000_000).toFixed(2)} Mbit/s`;
-}
 
-function table(rows: string[][]): string {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
-}
 
-function print(text: string): void {
-  process.stdout.write(`${text}\n`);
-}
 
 export async function statusCommand(socket: string, json: boolean): Promise<void> {
   const s = await call<AgentStatus>(socket, 'GET', '/status');

@@ -8,8 +8,8 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -17,6 +17,7 @@ import { hostVethOf } from '../../src/lib/veth.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import { startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
+import { measureDown, measureUp, push } from './traffic.ts';
 import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
 const TOKEN = 'cd'.repeat(32);
@@ -83,72 +84,9 @@ async function until<T>(what: string, fn: () => Promise<T | undefined> | T | und
   }
 }
 
-function counter(iface: string, which: 'rx_bytes' | 'tx_bytes'): number {
-  return Number(readFileSync(`/sys/class/net/${iface}/statistics/${which}`, 'utf8'));
-}
 
-/** Host -> container for `seconds`; returns the rate measured on the host veth after a 1 s warm-up, in Mbit/s. */
-async function measureDown(c: TestContainer, seconds = 3): Promise<number> {
-  const veth = (await hostVethOf(c.pid))?.iface;
-  assert.ok(veth, 'container has a host veth');
-  const sock = connect({ host: c.ip, port: SINK });
-  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
-  const chunk = Buffer.alloc(64 * 1024);
-  let open = true;
-  const pump = (): void => {
-    while (open && sock.write(chunk));
-  };
-  sock.on('drain', pump);
-  sock.on('error', () => undefined);
-  pump();
-  await new Promise((r) => setTimeout(r, 1000));
-  const start = counter(veth, 'tx_bytes');
-  const t0 = Date.now();
-  await new Promise((r) => setTimeout(r, seconds * 1000));
-  const bytes = counter(veth, 'tx_bytes') - start;
-  const elapsed = (Date.now() - t0) / 1000;
-  open = false;
-  sock.destroy();
-  return (bytes * 8) / elapsed / 1e6;
-}
 
-/** Container -> host for `seconds`; returns the rate the host received after a 1 s warm-up, in Mbit/s. */
-async function measureUp(c: TestContainer, seconds = 3): Promise<number> {
-  let received = 0;
-  const server = createServer((s) => s.on('data', (d: Buffer) => (received += d.length)).on('error', () => undefined));
-  await new Promise<void>((r) => server.listen(0, net.gateway, r));
-  const port = (server.address() as { port: number }).port;
-  const sender = docker!.exec(c.name, ['sh', '-c', `timeout ${seconds + 2} nc ${net.gateway} ${port} < /dev/zero`], { timeoutMs: (seconds + 10) * 1000 });
-  await new Promise((r) => setTimeout(r, 1000));
-  const start = received;
-  const t0 = Date.now();
-  await new Promise((r) => setTimeout(r, seconds * 1000));
-  const bytes = received - start;
-  const elapsed = (Date.now() - t0) / 1000;
-  await sender;
-  server.close();
-  return (bytes * 8) / elapsed / 1e6;
-}
 
-/** Pushes `bytes` host -> container as fast as the path allows. */
-async function push(c: TestContainer, bytes: number): Promise<void> {
-  const sock = connect({ host: c.ip, port: SINK });
-  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
-  const chunk = Buffer.alloc(1024 * 1024);
-  let sent = 0;
-  await new Promise<void>((resolve, reject) => {
-    sock.on('error', reject);
-    const pump = (): void => {
-      while (sent < bytes) {
-        sent += chunk.length;
-        if (!sock.write(chunk)) return;
-      }
-      sock.end(resolve);
-    };
-    sock.on('drain', pump);
-    pump();
-  });
-}
 
 function qdiscs(iface: string): string {
   return execFileSync('tc', ['qdisc', 'show', 'dev', iface], { encoding: 'utf8' });
@@ -220,7 +158,7 @@ test('discovery: a container named by UUID and one labelled with a UUID are mana
 test('metering: bytes sent to the server count as its RX on the host veth', async (t) => {
   if (skipReason) return t.skip(skipReason);
   const before = (await stats()).find((s) => s.uuid === BY_NAME)?.rx_bytes_total as number;
-  await push(byName, 50 * 1024 * 1024);
+  await push(byName, SINK, 50 * 1024 * 1024);
   const after = await until('RX counted', async () => {
     const s = (await stats()).find((x) => x.uuid === BY_NAME);
     return s && s.rx_bytes_total - before >= 50 * 1024 * 1024 ? s : undefined;
@@ -233,11 +171,11 @@ test('a 10 Mbit/s cap holds within 10% in both directions', async (t) => {
   if (skipReason) return t.skip(skipReason);
   const r = await putLimits([limitsEntry(BY_NAME, { rx_speed_mbps: 10, tx_speed_mbps: 10 }), limitsEntry(BY_LABEL)]);
   assert.deepEqual(r, { applied: 2, failed: 0 });
-  const down = await measureDown(byName);
+  const down = await measureDown(byName, SINK);
   assert.ok(within10(down), `down ${down.toFixed(2)} Mbit/s`);
-  const up = await measureUp(byName);
+  const up = await measureUp(docker!, net, byName);
   assert.ok(within10(up), `up ${up.toFixed(2)} Mbit/s`);
-  const free = await measureDown(byLabel, 2);
+  const free = await measureDown(byLabel, SINK, 2);
   assert.ok(free > 50, `the uncapped server is not shaped (${free.toFixed(0)} Mbit/s)`);
   await panel.waitFor((p) => p.events.some((e) => e.server_uuid === BY_NAME && e.type === 'speed_applied'));
 });
@@ -251,7 +189,7 @@ test('rules come back within a cycle after docker restart (new veth)', async (t)
   const veth = (await hostVethOf(pid))?.iface;
   assert.ok(veth && veth !== oldVeth, 'restart gave a new veth');
   await until('htb on the new veth', () => (qdiscs(veth).includes('htb') ? true : undefined), 10_000);
-  const down = await measureDown(byName);
+  const down = await measureDown(byName, SINK);
   assert.ok(within10(down), `down after restart ${down.toFixed(2)} Mbit/s`);
 });
 
@@ -259,14 +197,14 @@ test('crossing a 1 GiB daily quota throttles; a period rollover restores full sp
   if (skipReason) return t.skip(skipReason);
   await putLimits([limitsEntry(BY_LABEL, { rx_quota_day_gb: 1, throttle_rx_mbps: 10, throttle_tx_mbps: 10 })]);
   const start = (await stats()).find((s) => s.uuid === BY_LABEL)?.rx_used_day_bytes as number;
-  await push(byLabel, Math.max(0, GIB - start) + 64 * 1024 * 1024);
+  await push(byLabel, SINK, Math.max(0, GIB - start) + 64 * 1024 * 1024);
   const throttled = await until('throttled', async () => {
     const s = (await stats()).find((x) => x.uuid === BY_LABEL);
     return s?.throttled ? s : undefined;
   });
   assert.deepEqual(throttled.exceeded, ['rx_day']);
   await panel.waitFor((p) => ['quota_exceeded', 'throttled'].every((type) => p.events.some((e) => e.server_uuid === BY_LABEL && e.type === type)));
-  const slow = await measureDown(byLabel);
+  const slow = await measureDown(byLabel, SINK);
   assert.ok(within10(slow), `throttled to ${slow.toFixed(2)} Mbit/s`);
 
   // Move the quota calendar to a zone where another day has begun: the day period rolls over.
@@ -279,7 +217,7 @@ test('crossing a 1 GiB daily quota throttles; a period rollover restores full sp
   assert.deepEqual(restored.exceeded, []);
   assert.ok(restored.rx_used_day_bytes < 10 * 1024 * 1024, 'the day counter restarted');
   await panel.waitFor((p) => p.events.some((e) => e.server_uuid === BY_LABEL && e.type === 'restored'));
-  const fast = await measureDown(byLabel, 2);
+  const fast = await measureDown(byLabel, SINK, 2);
   assert.ok(fast > 50, `full speed again (${fast.toFixed(0)} Mbit/s)`);
 });
 
@@ -288,6 +226,6 @@ test('a server leaving the limits set loses its rules', async (t) => {
   await putLimits([]);
   const veth = (await hostVethOf(byName.pid))?.iface as string;
   await until('rules removed', () => (qdiscs(veth).includes('htb') ? undefined : true), 10_000);
-  const fast = await measureDown(byName, 2);
+  const fast = await measureDown(byName, SINK, 2);
   assert.ok(fast > 50, `unshaped (${fast.toFixed(0)} Mbit/s)`);
 });

@@ -1,0 +1,279 @@
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { stringify } from 'yaml';
+import type { ContainerInfo, ContainerSource } from '../../src/lib/docker.ts';
+import type { InterfaceRef, InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
+import { GIB } from '../../src/lib/units.ts';
+import type { IfaceCounters } from '../../src/lib/veth.ts';
+import { loadBandwidthdConfig } from './config.ts';
+import { createDaemon, evaluateQuota, quotaBytesOf, type Daemon } from './daemon.ts';
+import type { Notifier } from './notifier.ts';
+import type { EventName } from './payloads.ts';
+import { openBandwidthdStore, type BandwidthdStore } from './store.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-unit-'));
+const running: Daemon[] = [];
+after(async () => {
+  for (const d of running) await d.stop();
+});
+
+test('quotaBytesOf: the label in GB (GiB) wins, a bad label falls back to the default', () => {
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': '0.5' }, 500), { bytes: GIB / 2 });
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': '0' }, 500), { bytes: 0 });
+  assert.deepEqual(quotaBytesOf({}, 2), { bytes: 2 * GIB });
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': 'lots' }, 1), { bytes: GIB, bad: 'lots' });
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': '-1' }, 1), { bytes: GIB, bad: '-1' });
+});
+
+test('evaluateQuota: warning once below 100 %, exceeded at 100 %, nothing without a quota', () => {
+  assert.deepEqual(evaluateQuota(90, 100, 90, false, false), { warn: true, exceed: false, pct: 90 });
+  assert.deepEqual(evaluateQuota(95, 100, 90, true, false), { warn: false, exceed: false, pct: 95 });
+  assert.deepEqual(evaluateQuota(100, 100, 90, false, false), { warn: false, exceed: true, pct: 100 });
+  assert.deepEqual(evaluateQuota(200, 100, 90, true, true), { warn: false, exceed: false, pct: 200 });
+  assert.deepEqual(evaluateQuota(50, 100, 0, false, false), { warn: false, exceed: false, pct: 50 });
+  assert.deepEqual(evaluateQuota(5, 0, 90, false, false), { warn: false, exceed: false, pct: 0 });
+});
+
+interface Rig {
+  daemon: Daemon;
+  store: BandwidthdStore;
+  counters: Map<string, IfaceCounters>;
+  applied: InterfaceShape[][];
+  removed: InterfaceRef[][];
+  sent: EventName[];
+  clock: { t: number };
+  containers: ContainerInfo[];
+}
+
+function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number } = {}): Rig {
+  const file = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'Asia/Tokyo', scheduler: { check_interval: '1s' }, docker: { watch_events: false }, ...over }));
+  const { config } = loadBandwidthdConfig(file);
+  const store = opts.store ?? openBandwidthdStore({ ...config.database, journal_mode: 'MEMORY' });
+  const counters = new Map<string, IfaceCounters>();
+  const applied: InterfaceShape[][] = [];
+  const removed: InterfaceRef[][] = [];
+  const sent: EventName[] = [];
+  const clock = { t: opts.t ?? Date.parse('2026-03-01T03:00:00Z') };
+  const containers: ContainerInfo[] = [{ id: 'a'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 101 }];
+  const source: ContainerSource = { list: () => Promise.resolve(containers), watch: () => () => undefined, inspect: () => Promise.resolve(null), version: () => Promise.resolve('1.44') };
+  const tc: TrafficControl = {
+    apply: (s) => (applied.push(s), Promise.resolve({ applied: s.length, unchanged: 0, failed: [] })),
+    remove: (r) => (removed.push(r), Promise.resolve({ applied: r.length, unchanged: 0, failed: [] })),
+    prepare: () => Promise.resolve({ applied: 0, unchanged: 0, failed: [] }),
+    verify: () => Promise.resolve([]),
+    forget: () => undefined,
+    sweepOrphanIfbs: () => Promise.resolve(0),
+  };
+  const notifier: Notifier = {
+    notify: (e) => void sent.push(e),
+    retryStored: () => Promise.resolve({ delivered: 0, left: 0 }),
+    stats: () => ({ queued: 0, dropped: 0, delivered: 0, failed: 0, stored: 0 }),
+    idle: () => Promise.resolve(),
+    stop: () => Promise.resolve(),
+  };
+  const daemon = createDaemon({
+    config,
+    store,
+    source,
+    tc,
+    notifier,
+    logger: pino({ level: 'silent' }),
+    hostVethOf: (pid) => Promise.resolve({ iface: `veth${pid}`, ifindex: pid }),
+    readCounters: (ifaces) => Promise.resolve(new Map(ifaces.filter((i) => counters.has(i)).map((i) => [i, counters.get(i) as IfaceCounters]))),
+    now: () => clock.t,
+  });
+  running.push(daemon);
+  return { daemon, store, counters, applied, removed, sent, clock, containers };
+}
+
+const KB = 1024;
+
+test('usage into the container (host veth TX) counts as its rx; warning once, then exceeded speeds', async () => {
+  const r = rig({ quota: { warning_percent: 50, exceeded_speed_rx_mbps: 2, exceeded_speed_tx_mbps: 3 }, bandwidth: { default_rx_mbps: 10, default_tx_mbps: 20, default_ceil_mbps: 30 } });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  assert.deepEqual(r.sent, ['container_found']);
+  const first = r.applied.at(-1)?.[0];
+  assert.equal(first?.down?.rateBps, 10e6);
+  assert.equal(first?.up?.rateBps, 20e6);
+  assert.equal(first?.down?.ceilBps, 30e6);
+
+  r.counters.set('veth101', { rxBytes: 10 * KB, txBytes: 600 * KB }); // 610 KiB of 1.07 MB
+  await r.daemon.cycle();
+  await r.daemon.cycle();
+  const s = r.daemon.status().containers[0];
+  assert.equal(s?.rx_day_bytes, 600 * KB);
+  assert.equal(s?.tx_day_bytes, 10 * KB);
+  assert.deepEqual(r.sent, ['container_found', 'quota_warning']);
+
+  r.counters.set('veth101', { rxBytes: 10 * KB, txBytes: 1200 * KB });
+  await r.daemon.cycle();
+  assert.deepEqual(r.sent, ['container_found', 'quota_warning', 'quota_exceeded']);
+  const slow = r.applied.at(-1)?.[0];
+  assert.equal(slow?.down?.rateBps, 2e6);
+  assert.equal(slow?.up?.rateBps, 3e6);
+  assert.equal(r.daemon.status().containers[0]?.mode, 'exceeded');
+});
+
+test('disconnect_on_exceeded removes every rule of the exceeded container', async () => {
+  const r = rig({ quota: { disconnect_on_exceeded: true } });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 2 * 1024 * KB });
+  await r.daemon.cycle();
+  assert.deepEqual(r.removed.at(-1), [{ iface: 'veth101', ifindex: 101 }]);
+  assert.equal(r.daemon.status().containers[0]?.mode, 'none');
+});
+
+test('reset_cron fires at midnight of `timezone`: counters, warning and exceeded cleared, default rules back', async () => {
+  // 23:59:58 in Tokyo.
+  const r = rig({ scheduler: { check_interval: '1s' }, status: { history_size: 2, update_interval: '1s' } }, { t: Date.parse('2026-03-01T14:59:58Z') });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 2 * 1024 * KB });
+  await r.daemon.cycle();
+  assert.equal(r.daemon.status().containers[0]?.exceeded, true);
+  assert.equal(r.daemon.status().next_reset_at, '2026-03-01T15:00:00.000Z');
+  r.clock.t = Date.parse('2026-03-01T15:00:01Z');
+  const end = Date.now() + 5000;
+  while (r.daemon.status().containers[0]?.exceeded && Date.now() < end) await new Promise((res) => setTimeout(res, 100));
+  const s = r.daemon.status();
+  assert.equal(s.containers[0]?.exceeded, false);
+  assert.equal(s.containers[0]?.rx_day_bytes, 0);
+  assert.equal(s.last_reset_at, '2026-03-01T15:00:01.000Z');
+  assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 100e6);
+  assert.ok(s.history.length >= 1 && s.history.length <= 2);
+});
+
+test('a reset that fell due while the daemon was stopped happens at start', async () => {
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  store.upsert({ id: 'a'.repeat(64), name: 'web', iface: 'veth101', rx_day: 5000, tx_day: 7, last_rx: 0, last_tx: 0, warned: 1, exceeded: 1, first_seen_at: 0, last_seen_at: 0 });
+  store.setMeta('last_reset', String(Date.parse('2026-02-27T15:00:00Z')));
+  const r = rig({}, { store, t: Date.parse('2026-03-01T03:00:00Z') });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  const s = r.daemon.status().containers[0];
+  assert.equal(s?.rx_day_bytes, 0);
+  assert.equal(s?.exceeded, false);
+  assert.equal(s?.mode, 'default');
+});
+
+test('bandwidth reset of one container by name; unknown names are an error', async () => {
+  const r = rig({});
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 2 * 1024 * KB });
+  await r.daemon.cycle();
+  assert.deepEqual(await r.daemon.reset('web'), ['web']);
+  assert.equal(r.daemon.status().containers[0]?.exceeded, false);
+  assert.ok(r.sent.includes('reset'));
+  await assert.rejects(r.daemon.reset('nope'), /no managed container nope/);
+});
+
+test('a container that goes away is container_removed; its row stays until cleanup forgets it', async () => {
+  const r = rig({ cleanup: { stale_container_hours: 1, compact_db: false } });
+  await r.daemon.start();
+  r.containers.length = 0;
+  await r.daemon.cycle();
+  assert.deepEqual(r.sent, ['container_found', 'container_removed']);
+  assert.equal(r.store.containers().length, 1);
+  assert.match(await r.daemon.runJob('cleanup'), /forgot 0 stale/);
+  r.clock.t += 2 * 3_600_000;
+  assert.match(await r.daemon.runJob('cleanup'), /forgot 1 stale/);
+  assert.equal(r.store.containers().length, 0);
+});
+
+test('history: hourly usage kept, yesterday exported as CSV and JSON, rows past retention removed', async () => {
+  const exportPath = join(dir, 'exports');
+  const r = rig({ history: { export_enabled: true, export_path: exportPath, retention_days: 2 }, timezone: 'UTC' }, { t: Date.parse('2026-03-01T10:30:00Z') });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 100, txBytes: 300 });
+  await r.daemon.cycle();
+  r.clock.t = Date.parse('2026-03-02T00:05:00Z');
+  assert.match(await r.daemon.runJob('history'), /removed 0 history rows.*exported 1 rows/);
+  const { readFileSync } = await import('node:fs');
+  assert.equal(readFileSync(join(exportPath, 'usage-2026-03-01.csv'), 'utf8'), `start,container_id,container,rx_bytes,tx_bytes\n2026-03-01T10:00:00.000Z,${'a'.repeat(64)},web,300,100\n`);
+  const json = JSON.parse(readFileSync(join(exportPath, 'usage-2026-03-01.json'), 'utf8')) as { rows: unknown[] };
+  assert.equal(json.rows.length, 1);
+  r.clock.t = Date.parse('2026-03-05T00:05:00Z');
+  assert.match(await r.daemon.runJob('history'), /removed 1 history rows/);
+});
+
+test('a tc that fails is tc_failed once, and retried on the next poll', async () => {
+  const r = rig({});
+  let fail = true;
+  // Only the rig's containers are reused; this daemon has a tc that throws until told otherwise.
+  await r.daemon.stop();
+  const file = join(dir, 'tcfail.yaml');
+  writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'UTC', docker: { watch_events: false } }));
+  const { config } = loadBandwidthdConfig(file);
+  const sent: EventName[] = [];
+  let applies = 0;
+  const d = createDaemon({
+    config,
+    store: openBandwidthdStore({ ...config.database, journal_mode: 'MEMORY' }),
+    source: { list: () => Promise.resolve(r.containers), watch: () => () => undefined, inspect: () => Promise.resolve(null), version: () => Promise.resolve('1.44') },
+    tc: {
+      apply: (s) => (applies++, fail ? Promise.reject(new Error('spawn tc ENOENT')) : Promise.resolve({ applied: s.length, unchanged: 0, failed: [] })),
+      remove: () => Promise.resolve({ applied: 0, unchanged: 0, failed: [] }),
+      prepare: () => Promise.resolve({ applied: 0, unchanged: 0, failed: [] }),
+      verify: () => Promise.resolve([]),
+      forget: () => undefined,
+      sweepOrphanIfbs: () => Promise.resolve(0),
+    },
+    notifier: { notify: (e) => void sent.push(e), retryStored: () => Promise.resolve({ delivered: 0, left: 0 }), stats: () => ({ queued: 0, dropped: 0, delivered: 0, failed: 0, stored: 0 }), idle: () => Promise.resolve(), stop: () => Promise.resolve() },
+    logger: pino({ level: 'silent' }),
+    hostVethOf: (pid) => Promise.resolve({ iface: `veth${pid}`, ifindex: pid }),
+    readCounters: () => Promise.resolve(new Map()),
+  });
+  running.push(d);
+  await d.start();
+  await d.cycle();
+  assert.deepEqual(sent, ['container_found', 'tc_failed']);
+  fail = false;
+  await d.cycle();
+  assert.equal(applies, 3);
+  assert.equal(d.status().containers[0]?.mode, 'default');
+});
+
+test('reconfigure: new default rates are applied to every container at once', async () => {
+  const r = rig({ bandwidth: { default_rx_mbps: 10, default_tx_mbps: 10, default_ceil_mbps: 10 } });
+  await r.daemon.start();
+  assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 10e6);
+  const file = join(dir, 'reconf.yaml');
+  writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'UTC', docker: { watch_events: false }, bandwidth: { default_rx_mbps: 20, default_tx_mbps: 30, default_ceil_mbps: 30 } }));
+  await r.daemon.reconfigure(loadBandwidthdConfig(file).config);
+  assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 20e6);
+  assert.equal(r.applied.at(-1)?.[0]?.up?.rateBps, 30e6);
+  assert.equal(r.daemon.status().timezone, 'UTC');
+});
+
+test('history buckets follow history.rollup_interval', async () => {
+  const r = rig({ history: { rollup_interval: '15m' }, timezone: 'UTC' }, { t: Date.parse('2026-03-01T10:40:00Z') });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 1, txBytes: 2 });
+  await r.daemon.cycle();
+  const rows = r.store.hourly(0, Date.parse('2026-03-02T00:00:00Z'));
+  assert.deepEqual(rows.map((x) => new Date(x.hour).toISOString()), ['2026-03-01T10:30:00.000Z']);
+});
+
+test('scheduled cleanups are at least cleanup.interval apart', async () => {
+  const r = rig({ scheduler: { check_interval: '1s', cleanup_cron: '* * * * *' }, cleanup: { interval: '1h', compact_db: false } }, { t: Date.parse('2026-03-01T10:00:30Z') });
+  await r.daemon.start();
+  const ran = (): string | null => r.daemon.status().jobs['cleanup']?.last_at ?? null;
+  r.clock.t = Date.parse('2026-03-01T10:01:01Z');
+  const end = Date.now() + 3000;
+  while (ran() === null && Date.now() < end) await new Promise((res) => setTimeout(res, 100));
+  assert.equal(ran(), '2026-03-01T10:01:01.000Z');
+  r.clock.t = Date.parse('2026-03-01T10:02:01Z');
+  await new Promise((res) => setTimeout(res, 1300));
+  assert.equal(ran(), '2026-03-01T10:01:01.000Z', 'the next minute is skipped');
+  assert.equal(r.daemon.status().jobs['cleanup']?.next_at, '2026-03-01T10:03:00.000Z');
+});

@@ -1,0 +1,45 @@
+/**
+ * What the daemons' local CLIs share: finding the admin socket from a config file that may be
+ * half broken, and printing tables, byte counts and rates for people.
+ */
+import { readFileSync } from 'node:fs';
+import { parse } from 'yaml';
+import { GIB, KIB, MIB } from './units.ts';
+
+/**
+ * `general.socket_path` of the config file, read leniently (status must work while the file has
+ * problems), else `fallback`. Runs once per CLI command.
+ */
+export function socketPathFromConfig(configPath: string, fallback: string): string {
+  try {
+    const doc = parse(readFileSync(configPath, 'utf8')) as { general?: { socket_path?: unknown } } | null;
+    if (typeof doc?.general?.socket_path === 'string' && doc.general.socket_path) return doc.general.socket_path;
+  } catch {
+    // No readable config: the fallback socket.
+  }
+  return fallback;
+}
+
+/** `1.50 GiB`, `12.0 MiB`, `3.0 KiB`, `12 B`. */
+export function formatBytes(n: number): string {
+  if (n >= GIB) return `${(n / GIB).toFixed(2)} GiB`;
+  if (n >= MIB) return `${(n / MIB).toFixed(1)} MiB`;
+  if (n >= KIB) return `${(n / KIB).toFixed(1)} KiB`;
+  return `${n} B`;
+}
+
+/** Bytes per second as `12.34 Mbit/s`. */
+export function formatRate(bytesPerSec: number): string {
+  return `${((bytesPerSec * 8) / 1_000_000).toFixed(2)} Mbit/s`;
+}
+
+/** Left-aligned columns, two spaces apart; the first row is the header. */
+export function table(rows: string[][]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
+}
+
+/** One line on stdout. */
+export function printLine(text: string): void {
+  process.stdout.write(`${text}\n`);
+}

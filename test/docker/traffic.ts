@@ -1,0 +1,77 @@
+/**
+ * Real traffic between the host and a test container, measured where the shaping shows: on the
+ * host veth's counter for host -> container, at a host receiver for container -> host. Used by
+ * the Docker tests of every role that shapes container traffic.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { hostVethOf } from '../../src/lib/veth.ts';
+import type { DockerHarness, TestContainer, TestNetwork } from './harness.ts';
+
+function counter(iface: string, which: 'rx_bytes' | 'tx_bytes'): number {
+  return Number(readFileSync(`/sys/class/net/${iface}/statistics/${which}`, 'utf8'));
+}
+
+/** Host -> container sink on `port` for `seconds` after a 1 s warm-up; Mbit/s measured on the host veth. */
+export async function measureDown(c: TestContainer, port: number, seconds = 3): Promise<number> {
+  const veth = (await hostVethOf(c.pid))?.iface;
+  assert.ok(veth, 'container has a host veth');
+  const sock = connect({ host: c.ip, port });
+  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+  const chunk = Buffer.alloc(64 * 1024);
+  let open = true;
+  const pump = (): void => {
+    while (open && sock.write(chunk));
+  };
+  sock.on('drain', pump);
+  sock.on('error', () => undefined);
+  pump();
+  await new Promise((r) => setTimeout(r, 1000));
+  const start = counter(veth, 'tx_bytes');
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const bytes = counter(veth, 'tx_bytes') - start;
+  const elapsed = (Date.now() - t0) / 1000;
+  open = false;
+  sock.destroy();
+  return (bytes * 8) / elapsed / 1e6;
+}
+
+/** Container -> a host receiver on the network's gateway for `seconds` after a 1 s warm-up; Mbit/s received. */
+export async function measureUp(docker: DockerHarness, net: TestNetwork, c: TestContainer, seconds = 3): Promise<number> {
+  let received = 0;
+  const server = createServer((s) => s.on('data', (d: Buffer) => (received += d.length)).on('error', () => undefined));
+  await new Promise<void>((r) => server.listen(0, net.gateway, r));
+  const port = (server.address() as { port: number }).port;
+  const sender = docker.exec(c.name, ['sh', '-c', `timeout ${seconds + 2} nc ${net.gateway} ${port} < /dev/zero`], { timeoutMs: (seconds + 10) * 1000 });
+  await new Promise((r) => setTimeout(r, 1000));
+  const start = received;
+  const t0 = Date.now();
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const bytes = received - start;
+  const elapsed = (Date.now() - t0) / 1000;
+  await sender;
+  server.close();
+  return (bytes * 8) / elapsed / 1e6;
+}
+
+/** Pushes `bytes` host -> container sink on `port` as fast as the path allows. */
+export async function push(c: TestContainer, port: number, bytes: number): Promise<void> {
+  const sock = connect({ host: c.ip, port });
+  await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+  const chunk = Buffer.alloc(1024 * 1024);
+  let sent = 0;
+  await new Promise<void>((resolve, reject) => {
+    sock.on('error', reject);
+    const pump = (): void => {
+      while (sent < bytes) {
+        sent += chunk.length;
+        if (!sock.write(chunk)) return;
+      }
+      sock.end(resolve);
+    };
+    sock.on('drain', pump);
+    pump();
+  });
+}

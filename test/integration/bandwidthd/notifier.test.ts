@@ -1,0 +1,219 @@
+/**
+ * Webhook delivery against real receivers on loopback: each platform's shape and limits (with
+ * over-long input truncated, never refused), batching, retries with backoff, 429 Retry-After,
+ * 401 not retried, time-outs, the bounded queue, the persisted outbox and the events maps.
+ */
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import pino from 'pino';
+import { loadBandwidthdConfig } from '../../../roles/bandwidthd/config.ts';
+import { createNotifier, type Notifier } from '../../../roles/bandwidthd/notifier.ts';
+import { openBandwidthdStore } from '../../../roles/bandwidthd/store.ts';
+import type { BandwidthdConfig } from '../../../src/contracts/types.ts';
+import { startReceiver, type Receiver } from './receivers.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-notify-'));
+const logger = pino({ level: 'silent' });
+const open: { close(): Promise<void> }[] = [];
+const notifiers: Notifier[] = [];
+let n = 0;
+
+after(async () => {
+  for (const x of notifiers) await x.stop();
+  for (const r of open) await r.close();
+});
+
+function configOf(doc: Record<string, unknown>): BandwidthdConfig {
+  const file = join(dir, `c${n++}.yaml`);
+  writeFileSync(file, stringify({ database: { path: join(dir, 'unused.db') }, ...doc }));
+  return loadBandwidthdConfig(file).config;
+}
+
+async function receiver(platform: 'chat_a' | 'chat_b' | 'generic', fallback: 200 | 401 | 429 | 500 | 'hang' = 200): Promise<Receiver> {
+  const r = await startReceiver(platform, fallback);
+  open.push(r);
+  return r;
+}
+
+function notifierOf(config: BandwidthdConfig, opts: { store?: ReturnType<typeof openBandwidthdStore>; timeoutMs?: number; pace?: { messages: number; windowMs: number } } = {}): Notifier {
+  const x = createNotifier({ config, store: opts.store ?? null, logger, requestTimeoutMs: opts.timeoutMs ?? 2000, ...(opts.pace ? { chatAPace: opts.pace } : {}) });
+  notifiers.push(x);
+  return x;
+}
+
+const fast = { retry: { max_retries: 3, backoff_base: '100ms' }, batch_window: '200ms' };
+
+test('chat_a: embeds with the table colour, emoji, ISO timestamp and footer; over-long input is truncated to the limits', async () => {
+  const r = await receiver('chat_a');
+  const x = notifierOf(configOf({ notifications: { ...fast, chat_a: { enabled: true, webhook_url: r.url } } }));
+  const long = 'c'.repeat(5000);
+  x.notify('quota_exceeded', 'm'.repeat(10_000), { container: long, interface: 'veth1', direction: 'rx', current_mbps: 1, limit_mbps: 1, usage_pct: 100.2, extra: 'v'.repeat(3000) });
+  const [got] = await r.waitFor(1);
+  assert.deepEqual(got?.problems, []);
+  assert.equal(got?.answered, 200);
+  const embed = (got?.body as { embeds: { title: string; color: number; description: string; footer: { text: string }; fields: { name: string; value: string }[] }[] }).embeds[0];
+  assert.equal(embed?.color, 0xed4245);
+  assert.match(embed?.title ?? '', /⛔ Quota exceeded/);
+  assert.match(embed?.footer.text ?? '', /quota_exceeded/);
+  assert.equal(embed?.description.length, 4096);
+  assert.ok(embed?.description.endsWith('…'));
+  await x.idle();
+  assert.equal(x.stats().delivered, 1);
+});
+
+test('chat_a: events within batch_window go out as one message of several embeds, at most 6000 characters', async () => {
+  const r = await receiver('chat_a');
+  const x = notifierOf(configOf({ notifications: { ...fast, chat_a: { enabled: true, webhook_url: r.url } } }));
+  for (let i = 0; i < 3; i++) x.notify('container_found', `container ${i} ${'d'.repeat(3000)}`, { container: `c${i}` });
+  await x.idle();
+  assert.equal(r.received.length, 1);
+  assert.deepEqual(r.received[0]?.problems, []);
+  const embeds = (r.received[0]?.body as { embeds: { color: number }[] }).embeds;
+  assert.equal(embeds.length, 3);
+  assert.ok(embeds.every((e) => e.color === 0x5865f2));
+});
+
+test('chat_b: attachments with the colour bar and blocks, channel and username; section text cut at 3000', async () => {
+  const r = await receiver('chat_b');
+  const x = notifierOf(configOf({ notifications: { ...fast, chat_b: { enabled: true, webhook_url: r.url, channel: '#ops', username: 'bw' } } }));
+  x.notify('quota_warning', 'w'.repeat(5000), { container: 'web', usage_pct: 91 });
+  const [got] = await r.waitFor(1);
+  assert.deepEqual(got?.problems, []);
+  const body = got?.body as { channel: string; username: string; attachments: { color: string; blocks: { type: string; text?: { text: string } }[] }[] };
+  assert.equal(body.channel, '#ops');
+  assert.equal(body.username, 'bw');
+  assert.equal(body.attachments[0]?.color, '#faa61a');
+  const section = body.attachments[0]?.blocks.find((b) => b.type === 'section');
+  assert.equal(Array.from(section?.text?.text ?? '').length, 3000);
+});
+
+test('generic: {event, timestamp, daemon_version, data}, configured headers and basic auth from the URL', async () => {
+  const r = await receiver('generic');
+  const url = r.url.replace('http://', 'http://user:p%40ss@');
+  const x = notifierOf(configOf({ notifications: { ...fast, generic: [{ name: 'ops', enabled: true, url, headers: { 'X-Token': 'abc' } }] } }));
+  x.notify('container_removed', 'gone', { container: 'web', interface: 'veth9' });
+  x.notify('container_found', 'back', { container: 'web' });
+  await r.waitFor(2);
+  const [a, b] = r.received;
+  assert.deepEqual(a?.problems, []);
+  assert.equal((a?.body as { event: string }).event, 'container_removed');
+  assert.equal((b?.body as { event: string }).event, 'container_found');
+  assert.equal((a?.body as { data: { container: string } }).data.container, 'web');
+  assert.equal(a?.headers['x-token'], 'abc');
+  assert.equal(a?.headers['authorization'], `Basic ${Buffer.from('user:p@ss').toString('base64')}`);
+});
+
+test('500 is retried with base x 2^(n-1); 401 is not retried', async () => {
+  const r = await receiver('generic');
+  r.script = [500, 500, 200];
+  const bad = await receiver('generic', 401);
+  const x = notifierOf(
+    configOf({ notifications: { ...fast, generic: [{ name: 'flaky', enabled: true, url: r.url }, { name: 'revoked', enabled: true, url: bad.url }] } }),
+  );
+  x.notify('error', 'boom');
+  await r.waitFor(3);
+  await x.idle();
+  const [t1, t2, t3] = r.received.map((q) => q.at);
+  assert.ok((t2 as number) - (t1 as number) >= 90, `first wait ${(t2 as number) - (t1 as number)} ms`);
+  assert.ok((t3 as number) - (t2 as number) >= 190, `second wait ${(t3 as number) - (t2 as number)} ms`);
+  assert.equal(bad.received.length, 1);
+  assert.deepEqual(x.stats(), { queued: 0, dropped: 0, delivered: 1, failed: 1, stored: 0 });
+});
+
+test('429 waits for Retry-After before the next attempt', async () => {
+  const r = await receiver('chat_a');
+  r.script = [429, 200];
+  r.retryAfter = 1;
+  const x = notifierOf(configOf({ notifications: { ...fast, chat_a: { enabled: true, webhook_url: r.url } } }));
+  x.notify('error', 'slow down');
+  await r.waitFor(2);
+  const waited = (r.received[1]?.at as number) - (r.received[0]?.at as number);
+  assert.ok(waited >= 950, `waited ${waited} ms`);
+});
+
+test('time-outs exhaust the retries; webhook.endpoints failures are stored and the retry job delivers them', async () => {
+  const r = await receiver('generic', 'hang');
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  const config = configOf({
+    webhook: { enabled: true, max_retries: 2, backoff_base: '100ms', endpoints: [{ name: 'ep', url: r.url, type: 'generic', enabled: true }] },
+    notifications: { batch_window: '10ms' },
+  });
+  const x = notifierOf(config, { store, timeoutMs: 300 });
+  x.notify('quota_exceeded', 'over', { container: 'a' });
+  await r.waitFor(2);
+  await x.idle();
+  assert.equal(store.outboxCount(), 1);
+  assert.equal(x.stats().stored, 1);
+  r.fallback = 200;
+  assert.deepEqual(await x.retryStored(), { delivered: 1, left: 0 });
+  assert.equal((r.received[2]?.body as { event: string }).event, 'quota_exceeded');
+  store.close();
+});
+
+test('a full queue drops new notifications and counts them', async () => {
+  const r = await receiver('generic', 'hang');
+  const x = notifierOf(configOf({ webhook: { queue_size: 2 }, notifications: { retry: { max_retries: 1, backoff_base: '100ms' }, batch_window: '10ms', generic: [{ name: 'g', enabled: true, url: r.url }] } }), { timeoutMs: 300 });
+  for (let i = 0; i < 5; i++) x.notify('error', `e${i}`);
+  assert.equal(x.stats().dropped, 3);
+  assert.equal(x.stats().queued, 2);
+  await x.idle();
+});
+
+test('events maps: defaults of §6.2 apply, a platform can switch an event off or on', async () => {
+  const a = await receiver('generic');
+  const b = await receiver('generic');
+  const x = notifierOf(
+    configOf({
+      notifications: {
+        ...fast,
+        generic: [
+          { name: 'defaults', enabled: true, url: a.url },
+          { name: 'custom', enabled: true, url: b.url, events: { reset: true, error: false } },
+        ],
+      },
+    }),
+  );
+  x.notify('reset', 'r');
+  x.notify('error', 'e');
+  await x.idle();
+  assert.deepEqual(a.received.map((q) => (q.body as { event: string }).event), ['error']);
+  assert.deepEqual(b.received.map((q) => (q.body as { event: string }).event), ['reset']);
+});
+
+test('chat_a is paced under its message rate (here 2 per 600 ms instead of 30 per minute)', async () => {
+  const r = await receiver('chat_a');
+  const x = notifierOf(configOf({ notifications: { retry: { max_retries: 1, backoff_base: '100ms' }, batch_window: '10ms', chat_a: { enabled: true, webhook_url: r.url } } }), { pace: { messages: 2, windowMs: 600 } });
+  for (let i = 0; i < 3; i++) {
+    x.notify('error', `e${i}`);
+    await x.idle();
+  }
+  const [a, , c] = r.received.map((q) => q.at);
+  assert.equal(r.received.length, 3);
+  assert.ok((c as number) - (a as number) >= 580, `third message after ${(c as number) - (a as number)} ms`);
+});
+
+test('${ENV} secrets in URLs and headers are resolved at load; an unknown one stays literal (the endpoint then refuses it)', async () => {
+  const r = await receiver('generic');
+  process.env['HK_BWD_TEST_TOKEN'] = 's3cret';
+  const x = notifierOf(
+    configOf({
+      notifications: {
+        ...fast,
+        generic: [
+          { name: 'ok', enabled: true, url: r.url, headers: { Authorization: 'Bearer ${HK_BWD_TEST_TOKEN}' } },
+          { name: 'unset', enabled: true, url: `${r.url}?k=\${HK_BWD_TEST_UNSET}`, headers: { Authorization: 'Bearer ${HK_BWD_TEST_UNSET}' } },
+        ],
+      },
+    }),
+  );
+  x.notify('error', 'e');
+  await x.idle();
+  const byPath = new Map(r.received.map((q) => [q.path, q]));
+  assert.equal(byPath.get('/hook')?.headers['authorization'], 'Bearer s3cret');
+  const literal = [...byPath.values()].find((q) => q.path !== '/hook');
+  assert.equal(literal?.headers['authorization'], 'Bearer ${HK_BWD_TEST_UNSET}');
+});
