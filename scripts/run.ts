@@ -61,9 +61,23 @@ function main(): void {
   );
   const site = join(proxyRoot, 'sites.d', 'node-agent.yaml');
   if (!existsSync(site)) writeFileSync(site, stringify({ hostnames: ['localhost', '127.0.0.1'], origin: { url: `http://127.0.0.1:${AGENT_PORT}` } }));
+  // The container daemon shapes every container of the engine it talks to, so make run points it at
+  // a socket of its own where no engine runs: it starts, serves its CLI and waits for an engine.
+  const bandwidthdConfig = join(RUN, 'bandwidthd.yaml');
+  writeFileSync(
+    bandwidthdConfig,
+    stringify({
+      general: { socket_path: join(RUN, 'bandwidth.sock'), lock_file: join(RUN, 'bandwidth.lock'), pid_file: join(RUN, 'bandwidth.pid') },
+      logging: { file: join(RUN, 'bandwidth.log'), format: 'text' },
+      database: { path: join(RUN, 'bandwidth.db') },
+      docker: { endpoint: `unix://${join(RUN, 'no-engine.sock')}` },
+      history: { export_path: join(RUN, 'exports') },
+    }),
+  );
   const children = [
     start('node-agent', ['node-agent', 'serve', '--config', agentConfig]),
     start('proxy', ['proxy', '--root', proxyRoot]),
+    start('bandwidthd', ['bandwidthd', 'serve', '--config', bandwidthdConfig]),
   ];
   const token = readFileSync(tokenFile, 'utf8').trim();
   say(
@@ -74,6 +88,7 @@ function main(): void {
       `  node agent CLI   ${EXE} node-agent status --config ${agentConfig}`,
       `  reverse proxy    http://localhost:${PROXY_HTTP.split(':')[1]}/api/v1/health   (site files in ${proxyRoot}/sites.d, hot-reloaded)`,
       `  proxy admin API  http://${PROXY_ADMIN}/api/v1/sites   (bearer token: ${adminToken})`,
+      `  container daemon ${EXE} bandwidthd status --config ${bandwidthdConfig}   (set docker.endpoint to an engine to shape its containers)`,
       `  logs             ${RUN}/*.log`,
       `The agent registers with the panel at ${PANEL_URL} once the panel role exists; until then it retries and keeps serving.`,
       'Ctrl-C stops everything.',
