@@ -226,7 +226,27 @@ async function ensureImage(docker: Dockerode, baseDir: string, cli: (args: strin
  * busybox image exists, and returns the harness. Throws `docker unavailable: ...` when the machine
  * cannot run the engine.
  */
-export async function startDocker(opts: { name?: string } = {}): Promise<DockerHarness> {
+/**
+ * A CA, a server certificate for 127.0.0.1 and a client certificate in `dir` (the client's as
+ * cert.pem, key.pem, ca.pem: the layout docker.tls_cert_path expects). Runs openssl.
+ */
+async function makeTlsFiles(dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const ssl = (args: string[]): Promise<unknown> => execFileP('openssl', args, { cwd: dir });
+  await ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=hostkit-test-ca']);
+  await writeFile(join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n');
+  await writeFile(join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
+  await ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server-key.pem', '-out', 'server.csr', '-subj', '/CN=127.0.0.1']);
+  await ssl(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'server-cert.pem', '-days', '2', '-extfile', 'server.ext']);
+  await ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'key.pem', '-out', 'client.csr', '-subj', '/CN=hostkit-test-client']);
+  await ssl(['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca-key.pem', '-CAcreateserial', '-out', 'cert.pem', '-days', '2', '-extfile', 'client.ext']);
+}
+
+/**
+ * Starts a private dockerd. With `tlsPort`, it also listens on tcp://127.0.0.1:<tlsPort> with
+ * mutual TLS; the client files are in `<baseDir>/tls` (cert.pem, key.pem, ca.pem).
+ */
+export async function startDocker(opts: { name?: string; tlsPort?: number } = {}): Promise<DockerHarness> {
   const name = opts.name ?? `p${process.pid}`;
   if (!/^[a-z0-9][a-z0-9-]{0,23}$/.test(name)) throw new Error(`harness name must match [a-z0-9-]{1,24}, got "${name}"`);
   if (process.getuid?.() !== 0) throw unavailable('dockerd needs root; run the docker tests as root');
@@ -254,7 +274,14 @@ export async function startDocker(opts: { name?: string } = {}): Promise<DockerH
   // Our own (empty) daemon.json, so the machine's /etc/docker/daemon.json cannot change the setup.
   await writeFile(configFile, '{}\n');
 
+  const tlsDir = join(baseDir, 'tls');
+  const tlsArgs: string[] = [];
+  if (opts.tlsPort !== undefined) {
+    await makeTlsFiles(tlsDir);
+    tlsArgs.push('-H', `tcp://127.0.0.1:${opts.tlsPort}`, '--tlsverify', '--tlscacert', join(tlsDir, 'ca.pem'), '--tlscert', join(tlsDir, 'server-cert.pem'), '--tlskey', join(tlsDir, 'server-key.pem'));
+  }
   const args = [
+    ...tlsArgs,
     '--config-file', configFile,
     '--data-root', dataRoot,
     '--exec-root', execRoot,
