@@ -4,16 +4,16 @@
  *
  * node-agent: 1,000 veth pairs in a private network namespace (hkbench-<pid>), the agent's
  * cycle and PUT /limits measured inside it (scripts/bench/node-agent.ts).
+ * proxy: osproxy against nginx in front of the same origin (scripts/bench/proxy.ts).
  */
 import { execFileSync } from 'node:child_process';
-import { cpus, totalmem } from 'node:os';
-import { readFileSync, writeFileSync } from 'node:fs';
 import { basename, join, dirname } from 'node:path';
 import { build } from 'esbuild';
+import { machine, writeSection } from './bench/report.ts';
+import { proxyBench } from './bench/proxy.ts';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-const DOC = join(ROOT, 'docs', 'benchmarks.md');
 const N = 1000;
 
 function sh(cmd: string, args: string[], input?: string): string {
@@ -42,17 +42,7 @@ async function nodeAgent(): Promise<Record<string, number>> {
   }
 }
 
-function machine(): string {
-  const cpu = cpus()[0]?.model ?? 'unknown CPU';
-  return `${cpus().length} × ${cpu}, ${Math.round(totalmem() / 1024 ** 3)} GiB, Node ${process.version}, kernel ${readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim()}`;
-}
 
-function replaceSection(doc: string, title: string, body: string): string {
-  const start = doc.indexOf(`## ${title}`);
-  if (start < 0) return `${doc.trimEnd()}\n\n## ${title}\n${body}`;
-  const next = doc.indexOf('\n## ', start + 3);
-  return `${doc.slice(0, start)}## ${title}\n${body}${next < 0 ? '' : doc.slice(next)}`;
-}
 
 async function main(): Promise<void> {
   const date = new Date().toISOString().slice(0, 10);
@@ -72,14 +62,10 @@ async function main(): Promise<void> {
     `| agent RSS after the runs (live heap after a full GC: ${r['heap_used_mib']} MiB) | ${r['rss_mib']} MiB | < 80 MiB |`,
     '',
   ].join('\n');
-  let doc: string;
-  try {
-    doc = readFileSync(DOC, 'utf8');
-  } catch {
-    doc = '# Benchmarks\n\nProduced by `npm run bench` (or `make bench`); each section is replaced by its latest run.\n';
-  }
-  writeFileSync(DOC, replaceSection(doc, 'Node agent', body));
+  writeSection('Node agent', body);
   process.stdout.write(`bench: results written to docs/benchmarks.md\n`);
+  process.stdout.write('bench: reverse proxy against nginx...\n');
+  await proxyBench();
 }
 
 await main();

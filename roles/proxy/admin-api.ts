@@ -12,17 +12,27 @@ import { createApiServer, type ApiServer } from '../../src/lib/http-api.ts';
 import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
 import { ConflictError, ValidationError, type ConfigWriter } from './config-writer.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
+import type { ConnectionSlots } from './connection-slots.ts';
+import type { QuotaStore } from './quota-store.ts';
 import type { RecentEvents } from './recent-events.ts';
+import type { MetricsGauges, Telemetry } from './telemetry.ts';
 
 export interface AdminApiOptions {
   runtime: ProxyRuntime;
   writer: ConfigWriter;
   events: RecentEvents;
+  quota: QuotaStore;
+  slots: ConnectionSlots;
+  telemetry: Telemetry;
+  /** Read when `GET /metrics` renders. */
+  gauges: () => MetricsGauges;
   auth: AdminAuth;
   logger: Logger;
 }
 
 const DEFAULT_EVENT_LIMIT = 100;
+// An hour of per-minute aggregates unless the caller asks for more.
+const DEFAULT_MINUTES = 60;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -42,7 +52,7 @@ function reloadSummary(o: ReloadOutcome): Record<string, unknown> {
 
 /** Builds the API server (not listening yet); runs once at start. */
 export function createAdminApi(opts: AdminApiOptions): ApiServer {
-  const { runtime, writer, events, auth, logger } = opts;
+  const { runtime, writer, events, quota, slots, telemetry, gauges, auth, logger } = opts;
   const api = createApiServer({ codeOnSuccess: false, version: SERVICE_VERSION, logger });
   const { app } = api;
   const startedAt = Date.now();
@@ -50,6 +60,27 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
   // Before routing and before tokens, for every path including unknown ones (spec/3 §5).
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     if (!auth.hostAllowed(req.headers.host)) await api.fail(reply, 403, 'ERR_HOST_NOT_ALLOWED', 'the Host header is not in admin.allow_hosts');
+  });
+
+  // Bearer token, then role; every route but /api/v1/health runs it.
+  async function requireToken(req: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const token = auth.authenticate(req.headers.authorization);
+    if (!token) {
+      await api.fail(reply.header('www-authenticate', 'Bearer'), 401, 'ERR_UNAUTHORIZED', 'missing or unknown bearer token');
+      return;
+    }
+    const needed = neededRole(req.method, req.routeOptions.url);
+    if (!roleAllows(token.role, needed)) {
+      await api.fail(reply, 403, 'ERR_FORBIDDEN', `token ${token.name} has role ${token.role}; this needs ${needed}`);
+      return;
+    }
+    req.adminToken = token;
+  }
+
+  // Prometheus convention: /metrics at the root, text format; any role's token may scrape.
+  app.register(async (scope) => {
+    scope.addHook('onRequest', requireToken);
+    scope.get('/metrics', (_req, reply) => reply.type('text/plain; version=0.0.4; charset=utf-8').send(telemetry.renderMetrics(gauges())));
   });
 
   const detailed = (reply: FastifyReply, status: number, code: string, message: string, data: unknown): FastifyReply =>
@@ -74,19 +105,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
       );
 
       v1.register(async (secured) => {
-        secured.addHook('onRequest', async (req, reply) => {
-          const token = auth.authenticate(req.headers.authorization);
-          if (!token) {
-            await api.fail(reply.header('www-authenticate', 'Bearer'), 401, 'ERR_UNAUTHORIZED', 'missing or unknown bearer token');
-            return;
-          }
-          const needed = neededRole(req.method, req.routeOptions.url);
-          if (!roleAllows(token.role, needed)) {
-            await api.fail(reply, 403, 'ERR_FORBIDDEN', `token ${token.name} has role ${token.role}; this needs ${needed}`);
-            return;
-          }
-          req.adminToken = token;
-        });
+        secured.addHook('onRequest', requireToken);
 
         secured.get('/sites', () => {
           const gen = runtime.current();
@@ -110,6 +129,18 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           const site = runtime.current().byId.get(req.params.id);
           if (!site) throw new AppError('ERR_NOT_FOUND', `no site with id ${JSON.stringify(req.params.id)}`, { status: 404 });
           return api.ok(site.config);
+        });
+        secured.get<{ Querystring: { site?: string; limit?: string } }>('/stats/minutes', (req) => {
+          const site = req.query.site;
+          if (site === undefined || site === '') throw new AppError('ERR_BAD_REQUEST', 'site is required (a site id, or - for requests no site matched)', { status: 400 });
+          const limit = req.query.limit === undefined ? DEFAULT_MINUTES : Number(req.query.limit);
+          if (!Number.isInteger(limit) || limit < 1) throw new AppError('ERR_BAD_REQUEST', 'limit must be a positive integer', { status: 400 });
+          return api.ok({ site: site === '-' ? null : site, minutes: telemetry.minutes(site === '-' ? null : site, limit) });
+        });
+        secured.get<{ Params: { id: string } }>('/sites/:id/usage', (req) => {
+          const site = runtime.current().byId.get(req.params.id);
+          if (!site) throw new AppError('ERR_NOT_FOUND', `no site with id ${JSON.stringify(req.params.id)}`, { status: 404 });
+          return api.ok({ id: site.id, ...quota.usage(site.id, site.config.bandwidth), connections: slots.site(site.id) });
         });
         secured.post<{ Body: unknown }>('/sites', async (req, reply) => {
           const r = writer.createSite(req.body);

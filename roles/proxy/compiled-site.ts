@@ -20,6 +20,9 @@ export interface CompiledSite {
   readonly resolveClientIp: ClientIpResolver;
   readonly originHeaders: OriginHeaderBuilder;
   readonly origin: Origin;
+  /** Send-rate caps (bytes/s) of the site and of each client IP; null = none. */
+  readonly maxSiteBps: number | null;
+  readonly maxIpBps: number | null;
   readonly maxBodyBytes: number;
   /** `Strict-Transport-Security` value for HTTPS responses, when hsts_max_age is set. */
   readonly hsts: string | undefined;
@@ -54,7 +57,10 @@ export function compileSite(input: CompileSiteInput): CompiledSite {
       read_timeout_ms: c.origin.read_timeout_ms,
       keepalive_secs: c.origin.keepalive_secs,
       max_idle_per_host: c.origin.max_idle_per_host,
+      proxy_protocol: c.client_ip.proxy_protocol,
     }),
+    maxSiteBps: c.bandwidth.max_site_bps,
+    maxIpBps: c.bandwidth.max_ip_bps,
     maxBodyBytes: c.protection.request_limits.max_body_bytes,
     hsts: c.tls.hsts_max_age === null ? undefined : `max-age=${c.tls.hsts_max_age}`,
     secureContext: input.secureContext,

@@ -1,11 +1,13 @@
 /**
  * The data plane's request handler: route (Host, and SNI on HTTPS) -> client IP -> the site's
- * pipeline -> forward, then one request event when the response is over. Every request reads the
- * current config generation once on arrival and uses it to the end.
+ * pipeline -> forward, then one request event when the response is over. Upgrades take the same
+ * path up to the forward phase, then become tunnels (tunnel.ts) whose event goes out at the 101.
+ * Every request reads the current config generation once on arrival and uses it to the end.
+ * Request and response body bytes (and tunnel bytes) count towards the site's monthly quota.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ServerResponse, type IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { STATUS_CODES } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
@@ -14,9 +16,11 @@ import { forwardRequest } from './forward.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
 import { plainIp } from './ip-match.ts';
-import type { RequestEventSink } from './recent-events.ts';
+import type { PipelineServices } from './pipeline.ts';
+import type { RequestEvent, RequestEventSink } from './recent-events.ts';
 import type { RequestContext, Scheme } from './request-context.ts';
 import { sendRedirect, sendStatus } from './responses.ts';
+import { openTunnel, type Tunnel } from './tunnel.ts';
 import type { Verdict } from './verdict.ts';
 
 /** Rule ids the data plane itself decides (telemetry). */
@@ -26,7 +30,6 @@ export const ROUTE_RULES = {
   disabled: 'site.disabled',
   badTarget: 'request.target',
   websocketDisabled: 'websocket.disabled',
-  upgradeUnsupported: 'upgrade.unsupported',
 } as const;
 
 // nginx's code for a request whose client went away before any answer.
@@ -40,19 +43,26 @@ export interface DataPlane {
    * other Upgrade (h2c, say) is served as a plain request, its Upgrade header dropped as hop-by-hop.
    */
   isTunnel(req: IncomingMessage): boolean;
-  /** The 'upgrade' listener: routed and checked; tunnels are not spliced yet (WebSockets come later). */
+  /** The 'upgrade' listener: routed and checked like a request, then tunnelled to the origin. */
   upgradeHandler(scheme: Scheme): (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
   /** SNI certificate selection: the routed site's certificate, or an error that aborts the handshake. */
   sniCallback(servername: string, cb: (err: Error | null, ctx?: SecureContext) => void): void;
   /** Requests whose response is not over yet. */
   inFlight(): number;
+  /** Live tunnels (after their 101). */
+  tunnels(): number;
   /** From now on every response asks the client to close its connection (shutdown). */
   drain(): void;
+  /** Closes every live tunnel (shutdown, once in-flight requests are done). */
+  closeTunnels(): void;
 }
 
 export interface DataPlaneOptions {
   current: () => Generation;
   onEvent: RequestEventSink;
+  /** A tunnel ended: its bytes after the handshake (metrics). */
+  onTunnelBytes?: (site: string, up: number, down: number) => void;
+  services: PipelineServices;
   logger: Logger;
 }
 
@@ -70,33 +80,42 @@ function splitTarget(url: string, hostHeader: string | undefined): { host: strin
 
 /** Creates the handler set; runs once at start. */
 export function createDataPlane(opts: DataPlaneOptions): DataPlane {
-  const { current, onEvent, logger } = opts;
+  const { current, onEvent, onTunnelBytes, services, logger } = opts;
   let active = 0;
   let draining = false;
+  const live = new Set<Tunnel>();
 
-  function finish(ctx: RequestContext): void {
+  /** Publishes the request's event and counts its bytes; runs once, when the response is over (or at a 101). */
+  function finish(ctx: RequestContext, status?: number): RequestEvent | undefined {
+    // Tunnels publish at the 101; their connection's close comes later.
+    if (ctx.finished) return undefined;
+    ctx.finished = true;
     active--;
     if (ctx.cleanups) for (const fn of ctx.cleanups) fn();
     const res = ctx.res;
-    onEvent({
+    if (ctx.site) services.quota.add(ctx.site.id, ctx.site.config.bandwidth, ctx.bytesIn + ctx.bytesOut);
+    const event: RequestEvent = {
+      kind: 'request',
       time: new Date(ctx.time).toISOString(),
       site: ctx.site?.id ?? null,
       client_ip: ctx.clientIp,
       method: ctx.req.method ?? '',
       host: ctx.hostHeader ?? '',
       path: ctx.path,
-      status: res.headersSent ? res.statusCode : CLIENT_CLOSED,
+      status: status ?? (res.headersSent ? res.statusCode : CLIENT_CLOSED),
       bytes_in: ctx.bytesIn,
       bytes_out: ctx.bytesOut,
       duration_ms: Math.round((performance.now() - ctx.startedAt) * 1000) / 1000,
       rule: ctx.rule,
-    });
+    };
+    onEvent(event);
+    return event;
   }
 
-  function apply(ctx: RequestContext, verdict: Verdict): void {
+  function apply(ctx: RequestContext, verdict: Verdict, forward: (ctx: RequestContext, site: CompiledSite) => void): void {
     switch (verdict.kind) {
       case 'allow':
-        forwardRequest(ctx, ctx.site as CompiledSite);
+        forward(ctx, ctx.site as CompiledSite);
         return;
       case 'deny':
         ctx.rule = verdict.rule;
@@ -118,7 +137,12 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     }
   }
 
-  function handle(scheme: Scheme, req: IncomingMessage, res: ServerResponse): void {
+  /**
+   * Everything a request and an upgrade share: the context, routing (421), disabled sites (503)
+   * and the client IP. Returns the context when a site takes the request, else undefined (the
+   * answer is already on its way).
+   */
+  function begin(scheme: Scheme, req: IncomingMessage, res: ServerResponse): RequestContext | undefined {
     const gen = current();
     active++;
     const split = splitTarget(req.url ?? '/', req.headers.host);
@@ -141,71 +165,84 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       bytesIn: 0,
       bytesOut: 0,
       cleanups: undefined,
+      finished: false,
     };
     res.once('close', () => finish(ctx));
     if (draining) res.setHeader('connection', 'close');
     if (!split) {
       ctx.rule = ROUTE_RULES.badTarget;
       sendStatus(ctx, 400);
-      return;
+      return undefined;
     }
     const site = gen.route(ctx.hostHeader);
     if (site === undefined || (scheme === 'https' && gen.route((req.socket as TLSSocket).servername || undefined)?.id !== site.id)) {
       ctx.rule = site === undefined ? ROUTE_RULES.noMatch : ROUTE_RULES.sniMismatch;
       sendStatus(ctx, 421);
-      return;
+      return undefined;
     }
     ctx.site = site;
     if (!site.enabled) {
       ctx.rule = ROUTE_RULES.disabled;
       sendStatus(ctx, 503);
-      return;
+      return undefined;
     }
     ctx.clientIp = site.resolveClientIp(peerIp, req.headers['x-forwarded-for'], req.headers['x-real-ip']);
-    apply(ctx, site.pipeline(ctx));
+    return ctx;
   }
 
-  function rejectUpgrade(socket: Duplex, status: number): void {
-    const text = `${status} ${STATUS_CODES[status] ?? ''}\n`;
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
-    );
+  const forward = (ctx: RequestContext, site: CompiledSite): void => forwardRequest(ctx, site, services.shaper);
+
+  function handle(scheme: Scheme, req: IncomingMessage, res: ServerResponse): void {
+    const ctx = begin(scheme, req, res);
+    if (ctx) apply(ctx, (ctx.site as CompiledSite).pipeline(ctx), forward);
   }
 
-  function upgrade(scheme: Scheme, req: IncomingMessage, socket: Duplex): void {
-    const gen = current();
-    const host = req.headers.host;
-    const site = gen.route(host);
-    const peerIp = plainIp(req.socket.remoteAddress);
-    const url = req.url ?? '';
-    const q = url.indexOf('?');
-    let status: number;
-    let rule: string;
-    if (site === undefined || (scheme === 'https' && gen.route((req.socket as TLSSocket).servername || undefined)?.id !== site.id)) {
-      [status, rule] = [421, site === undefined ? ROUTE_RULES.noMatch : ROUTE_RULES.sniMismatch];
-    } else if (!site.enabled) {
-      [status, rule] = [503, ROUTE_RULES.disabled];
-    } else if (!site.config.websockets.enabled) {
-      [status, rule] = [403, ROUTE_RULES.websocketDisabled];
-    } else {
-      // Tunnels (spliced after the origin's 101) are the next part of the proxy.
-      [status, rule] = [501, ROUTE_RULES.upgradeUnsupported];
-    }
-    socket.on('error', () => undefined);
-    rejectUpgrade(socket, status);
-    onEvent({
-      time: new Date().toISOString(),
-      site: site?.id ?? null,
-      client_ip: site ? site.resolveClientIp(peerIp, req.headers['x-forwarded-for'], req.headers['x-real-ip']) : peerIp,
-      method: req.method ?? '',
-      host: host ?? '',
-      path: q === -1 ? url : url.slice(0, q),
-      status,
-      bytes_in: 0,
-      bytes_out: 0,
-      duration_ms: 0,
-      rule,
+  /** Hands an upgrade that passed every check to the origin; at the 101 it becomes a live tunnel. */
+  function tunnel(ctx: RequestContext, site: CompiledSite, socket: Duplex, head: Buffer): void {
+    let release: (() => void) | undefined;
+    let event: RequestEvent | undefined;
+    const t = openTunnel(ctx, site, socket, head, services.shaper, {
+      onOpen(handshakeIn, handshakeOut) {
+        ctx.bytesIn += handshakeIn;
+        ctx.bytesOut += handshakeOut;
+        release = services.slots.acquire(site.id, ctx.clientIp);
+        live.add(t);
+        event = finish(ctx, 101);
+      },
+      onClose(up, down, reason) {
+        release?.();
+        live.delete(t);
+        services.quota.add(site.id, site.config.bandwidth, up + down);
+        onTunnelBytes?.(site.id, up, down);
+        // The recent-events entry published at the 101 gets the tunnel's totals.
+        if (event) {
+          event.bytes_in += up;
+          event.bytes_out += down;
+          event.duration_ms = Math.round((performance.now() - ctx.startedAt) * 1000) / 1000;
+        }
+        logger.debug({ site: site.id, client_ip: ctx.clientIp, up, down, reason }, 'tunnel closed');
+      },
     });
+  }
+
+  function upgrade(scheme: Scheme, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    socket.on('error', () => undefined);
+    // A response object on the raw socket, so refusals and a non-101 origin answer are written
+    // (and counted, and logged as events) exactly like those of plain requests.
+    const res = new ServerResponse(req);
+    res.assignSocket(socket as Socket);
+    res.shouldKeepAlive = false;
+    // Node's server ends the connection after a response it made itself; this one is ours.
+    res.once('finish', () => socket.end());
+    const ctx = begin(scheme, req, res);
+    if (!ctx) return;
+    const site = ctx.site as CompiledSite;
+    if (!site.config.websockets.enabled) {
+      ctx.rule = ROUTE_RULES.websocketDisabled;
+      sendStatus(ctx, 403);
+      return;
+    }
+    apply(ctx, site.pipeline(ctx), (c, s) => tunnel(c, s, socket, head));
   }
 
   return {
@@ -215,8 +252,8 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
         handle(scheme, req, res);
       },
     upgradeHandler: (scheme) =>
-      function onUpgrade(req, socket) {
-        upgrade(scheme, req, socket);
+      function onUpgrade(req, socket, head) {
+        upgrade(scheme, req, socket, head);
       },
     sniCallback(servername, cb) {
       const site = current().route(servername);
@@ -228,8 +265,12 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       cb(new Error(`no certificate for ${JSON.stringify(normalizeHost(servername) ?? servername)}`));
     },
     inFlight: () => active,
+    tunnels: () => live.size,
     drain() {
       draining = true;
+    },
+    closeTunnels() {
+      for (const t of [...live]) t.close();
     },
   };
 }

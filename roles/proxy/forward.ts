@@ -3,12 +3,16 @@
  * with a handler, the leanest path undici offers), bodies stream both ways with backpressure,
  * and hop-by-hop headers are handled on both sides. A body without a Content-Length is cut once
  * it passes max_body_bytes (413). Origin failures answer 502 and connection failures start the
- * origin's backoff, during which requests fail fast.
+ * origin's backoff, during which requests fail fast. Response bodies are shaped by the site's
+ * send-rate caps: the origin stream pauses while a bucket is in debt.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { CompiledSite } from './compiled-site.ts';
 import { stripResponseHopHeaders } from './hop-headers.ts';
+import { plainIp } from './ip-match.ts';
+import type { ProxyEndpoints } from './proxy-protocol.ts';
+import type { RateShaper } from './rate-shaper.ts';
 import type { RequestContext } from './request-context.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import { sendStatus } from './responses.ts';
@@ -22,8 +26,8 @@ export const ORIGIN_RULES = {
 } as const;
 
 // Errors that mean the origin could not be reached at all: they start the backoff.
-const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT', 'EADDRNOTAVAIL']);
-const TIMEOUT_ERRORS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+export const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT', 'EADDRNOTAVAIL']);
+export const TIMEOUT_ERRORS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 // A kept-alive connection the origin closed just as it was reused: safe to retry once without a body.
 const STALE_CONNECTION_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
 
@@ -39,7 +43,8 @@ class ClientGone extends Error {
   }
 }
 
-function errorCode(err: unknown): string {
+/** The error's code, or its cause's (undici wraps socket errors). */
+export function errorCode(err: unknown): string {
   const e = err as { code?: unknown; cause?: { code?: unknown } } | null;
   const code = e?.code ?? e?.cause?.code;
   return typeof code === 'string' ? code : '';
@@ -56,12 +61,18 @@ async function* limitedBody(req: IncomingMessage, max: number): AsyncGenerator<B
   }
 }
 
+/** The PROXY protocol endpoints of a request: the resolved client and the listener it reached. */
+export function endpointsOf(ctx: RequestContext): ProxyEndpoints {
+  const sock = ctx.req.socket;
+  return { sourceIp: ctx.clientIp, sourcePort: sock.remotePort ?? 0, destIp: plainIp(sock.localAddress), destPort: sock.localPort ?? 0 };
+}
+
 /**
  * Forwards one request that passed every check; runs last in the pipeline. The response (or the
  * error answer) is written to `ctx.res`; `ctx.rule`, `ctx.bytesIn` and `ctx.bytesOut` are filled
  * for telemetry. Never throws.
  */
-export function forwardRequest(ctx: RequestContext, site: CompiledSite): void {
+export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: RateShaper): void {
   const { req, res } = ctx;
   const origin = site.origin;
   if (origin.backoffUntil() > Date.now()) {
@@ -74,9 +85,14 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite): void {
   const chunked = req.headers['transfer-encoding'] !== undefined;
   const body = chunked ? limitedBody(req, site.maxBodyBytes) : declared !== undefined && declared !== '0' ? req : null;
   const hsts = ctx.scheme === 'https' ? site.hsts : undefined;
+  const shaped = site.maxSiteBps !== null || site.maxIpBps !== null;
+  const pool = origin.dispatcher(origin.proxyProtocol === 'off' ? undefined : endpointsOf(ctx));
   let controller: Dispatcher.DispatchController | undefined;
   let attempt = 0;
   let clientGone = false;
+  // A shaped chunk is waiting for its tokens; the end of the response waits behind it.
+  let delayed = false;
+  let endPending = false;
 
   const onClose = (): void => {
     if (res.writableFinished) return;
@@ -116,12 +132,35 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite): void {
     },
     onResponseData(c, chunk) {
       ctx.bytesOut += chunk.length;
-      if (!res.write(chunk)) {
-        c.pause();
-        res.once('drain', () => c.resume());
+      const wait = shaped ? shaper.take(site, ctx.clientIp, chunk.length) : 0;
+      if (wait === 0) {
+        if (!res.write(chunk)) {
+          c.pause();
+          res.once('drain', () => c.resume());
+        }
+        return;
       }
+      // Shaped: the chunk itself waits for its tokens, so the client sees the capped rate up to
+      // the last byte; the origin stream stays paused meanwhile.
+      c.pause();
+      delayed = true;
+      setTimeout(() => {
+        delayed = false;
+        if (res.destroyed) return;
+        const full = !res.write(chunk);
+        if (endPending) {
+          endPending = false;
+          res.off('close', onClose);
+          res.end();
+        } else if (full) res.once('drain', () => c.resume());
+        else c.resume();
+      }, wait);
     },
     onResponseEnd() {
+      if (delayed) {
+        endPending = true;
+        return;
+      }
       res.off('close', onClose);
       res.end();
     },
@@ -162,7 +201,7 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite): void {
 
   function dispatch(): void {
     try {
-      origin.pool.dispatch(options, handler);
+      pool.dispatch(options, handler);
     } catch (err) {
       handler.onResponseError?.(controller as Dispatcher.DispatchController, err as Error);
     }

@@ -56,6 +56,11 @@ export function buildGeneration(input: BuildInput): Generation {
       }
       secureContext = cert.context;
     }
+    if (config.client_ip.transparent && !input.services.transparentWarned.has(config.id)) {
+      // Node cannot set IP_TRANSPARENT on a socket, so the documented fallback always applies.
+      input.services.transparentWarned.add(config.id);
+      input.logger.warn({ site: config.id, file }, 'client_ip.transparent is not available: origin connections use normal egress');
+    }
     sites.push(compileSite({ file, config, global: input.global, pools: input.pools, services: input.services, secureContext }));
   }
   const { route, conflicts } = createHostRouter(sites);

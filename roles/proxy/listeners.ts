@@ -80,6 +80,7 @@ export async function startListeners(opts: { http: readonly string[]; https: rea
       const deadline = Date.now() + graceMs;
       while (plane.inFlight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
       if (plane.inFlight() > 0) logger.warn({ in_flight: plane.inFlight() }, 'shutdown grace period over: closing the remaining connections');
+      plane.closeTunnels();
       for (const s of servers) s.closeAllConnections();
       await closed;
     },

@@ -3,8 +3,16 @@
  * the per-origin backoff after connection failures. Pools outlive config generations: a reload
  * that keeps a site's origin settings keeps its warm connections; a pool no generation uses any
  * more is closed after a grace period, so requests still running on it finish.
+ *
+ * With `proxy_protocol` on, the header written first on a connection names one client, so a
+ * connection must never carry another client's request: such an origin keeps one pool per
+ * client IP and listener address, each writing its header on every connection it opens, and
+ * drops a pool once it has been idle for keepalive_secs.
  */
-import { Client, Pool } from 'undici';
+import { connect as netConnect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { Client, Pool, type buildConnector } from 'undici';
+import { proxyProtocolHeader, type ProxyEndpoints } from './proxy-protocol.ts';
 
 export interface OriginSettings {
   url: string;
@@ -12,12 +20,18 @@ export interface OriginSettings {
   read_timeout_ms: number;
   keepalive_secs: number;
   max_idle_per_host: number;
+  proxy_protocol: 'off' | 'v1' | 'v2';
 }
 
 export interface Origin {
   /** The origin URL as configured (`http://10.0.0.5:8080`). */
   readonly url: string;
-  readonly pool: Pool;
+  readonly proxyProtocol: 'off' | 'v1' | 'v2';
+  /**
+   * The pool a request goes through: the shared one, or with PROXY protocol the pool of this
+   * client (`endpoints` is then required). Runs once per forwarded request.
+   */
+  dispatcher(endpoints?: ProxyEndpoints): Pool;
   readonly readTimeoutMs: number;
   /** keepalive_secs 0: every request closes its connection. */
   readonly noKeepAlive: boolean;
@@ -45,6 +59,8 @@ export const BACKOFF_MAX_MS = 5_000;
 const SURPLUS_IDLE_MS = 1_000;
 // The largest origin response header section accepted (undici's default follows node's 16 KiB).
 const ORIGIN_MAX_HEADER_BYTES = 64 * 1024;
+// How often per-client pools (PROXY protocol) are checked for idleness.
+const CLIENT_POOL_SWEEP_MS = 5_000;
 
 interface Backoff {
   failures: number;
@@ -52,7 +68,48 @@ interface Backoff {
 }
 
 function settingsKey(s: OriginSettings): string {
-  return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}`;
+  return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}|${s.proxy_protocol}`;
+}
+
+/**
+ * Opens an origin connection that starts with `header` (before TLS, as the PROXY protocol
+ * requires), for undici's `connect` option; runs whenever a per-client pool needs a connection.
+ */
+function proxyProtocolConnector(url: URL, connectTimeoutMs: number, header: Buffer): buildConnector.connector {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const secure = url.protocol === 'https:';
+  const port = Number(url.port) || (secure ? 443 : 80);
+  return function connectWithHeader(_opts, callback) {
+    let settled = false;
+    const raw = netConnect({ host, port });
+    let sock: Socket = raw;
+    const fail = (err: Error): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      sock.destroy();
+      raw.destroy();
+      callback(err, null);
+    };
+    const ok = (): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      sock.off('error', fail);
+      callback(null, sock);
+    };
+    const timer = setTimeout(() => fail(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' })), connectTimeoutMs);
+    raw.once('error', fail);
+    raw.setNoDelay(true);
+    raw.write(header);
+    if (secure) {
+      sock = tlsConnect({ socket: raw, host, ...(isIP(host) === 0 ? { servername: host } : {}), ALPNProtocols: ['http/1.1'] });
+      sock.once('error', fail);
+      sock.once('secureConnect', ok);
+    } else {
+      raw.once('connect', ok);
+    }
+  };
 }
 
 /**
@@ -61,10 +118,11 @@ function settingsKey(s: OriginSettings): string {
  * pool always hands a request to the first free connection, so the long-lived ones stay busy and
  * the surplus opened under a burst closes soon after it.
  */
-function createPool(s: OriginSettings): Pool {
+function createPool(s: OriginSettings, connect?: buildConnector.connector): Pool {
   const keepAliveMs = s.keepalive_secs * 1000;
   let created = 0;
   return new Pool(s.url, {
+    ...(connect ? { connect } : {}),
     connectTimeout: s.connect_timeout_ms,
     headersTimeout: s.read_timeout_ms,
     bodyTimeout: s.read_timeout_ms,
@@ -81,6 +139,8 @@ function createPool(s: OriginSettings): Pool {
 export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools {
   const graceMs = opts.graceMs ?? 30_000;
   const byKey = new Map<string, Origin>();
+  // How to close each origin's pools, and drop its idle per-client pools.
+  const internals = new Map<Origin, { closeAll(): Promise<void>; sweep(now: number): void }>();
   const backoffs = new Map<string, Backoff>();
   const retiring = new Map<Origin, NodeJS.Timeout>();
 
@@ -102,9 +162,25 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
       return existing;
     }
     const backoff = backoffOf(s.url);
+    const shared = s.proxy_protocol === 'off' ? createPool(s) : undefined;
+    const perClient = new Map<string, { pool: Pool; lastUsed: number }>();
     const origin: Origin = {
       url: s.url,
-      pool: createPool(s),
+      proxyProtocol: s.proxy_protocol,
+      dispatcher(endpoints) {
+        if (shared) return shared;
+        const e = endpoints as ProxyEndpoints;
+        const key = `${e.sourceIp}|${e.destIp}|${e.destPort}`;
+        let entry = perClient.get(key);
+        if (!entry) {
+          // The source port is the one of the client connection that opened this pool.
+          const header = proxyProtocolHeader(s.proxy_protocol as 'v1' | 'v2', e);
+          entry = { pool: createPool(s, proxyProtocolConnector(new URL(s.url), s.connect_timeout_ms, header)), lastUsed: 0 };
+          perClient.set(key, entry);
+        }
+        entry.lastUsed = Date.now();
+        return entry.pool;
+      },
       readTimeoutMs: s.read_timeout_ms,
       noKeepAlive: s.keepalive_secs === 0,
       backoffUntil: () => backoff.until,
@@ -119,8 +195,37 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
         }
       },
     };
+    const idleMs = Math.max(s.keepalive_secs * 1000, 1_000);
+    internals.set(origin, {
+      async closeAll() {
+        const pools = shared ? [shared] : [...perClient.values()].map((p) => p.pool);
+        perClient.clear();
+        await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+      },
+      sweep(now) {
+        for (const [k, p] of perClient) {
+          const st = p.pool.stats;
+          if (now - p.lastUsed > idleMs && st.running === 0 && st.pending === 0) {
+            perClient.delete(k);
+            void p.pool.close().catch(() => undefined);
+          }
+        }
+      },
+    });
     byKey.set(key, origin);
     return origin;
+  }
+
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const i of internals.values()) i.sweep(now);
+  }, CLIENT_POOL_SWEEP_MS);
+  sweeper.unref();
+
+  function closeOrigin(origin: Origin): Promise<void> {
+    const i = internals.get(origin);
+    internals.delete(origin);
+    return i ? i.closeAll() : Promise.resolve();
   }
 
   function retire(key: string, origin: Origin): void {
@@ -128,7 +233,7 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
     const timer = setTimeout(() => {
       retiring.delete(origin);
       byKey.delete(key);
-      void origin.pool.close().catch(() => undefined);
+      void closeOrigin(origin);
     }, graceMs);
     timer.unref();
     retiring.set(origin, timer);
@@ -144,7 +249,8 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
     async close() {
       for (const timer of retiring.values()) clearTimeout(timer);
       retiring.clear();
-      await Promise.all([...byKey.values()].map((o) => o.pool.close().catch(() => undefined)));
+      clearInterval(sweeper);
+      await Promise.all([...byKey.values()].map((o) => closeOrigin(o)));
       byKey.clear();
     },
   };

@@ -5,7 +5,11 @@
  * score, challenge) and the quota only add factories to CHECK_FACTORIES.
  */
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+import type { ConnectionSlots } from './connection-slots.ts';
 import { createHttpsRedirect } from './https-redirect.ts';
+import { createQuotaCheck } from './quota-check.ts';
+import type { QuotaStore } from './quota-store.ts';
+import type { RateShaper } from './rate-shaper.ts';
 import type { RequestContext } from './request-context.ts';
 import { createRequestLimits } from './request-limits.ts';
 import { ALLOW, type Verdict } from './verdict.ts';
@@ -27,8 +31,17 @@ export interface PipelineInput {
   services: PipelineServices;
 }
 
-// Empty until part 2: a reload hands the same object to every generation.
-export type PipelineServices = Record<string, never>;
+/** A reload hands the same object to every generation; part 2 adds its ban list and counters. */
+export interface PipelineServices {
+  /** Monthly byte counters (persisted in data_dir). */
+  readonly quota: QuotaStore;
+  /** Send-rate token buckets. */
+  readonly shaper: RateShaper;
+  /** Active-connection slots (live tunnels). */
+  readonly slots: ConnectionSlots;
+  /** Site ids already warned that transparent mode falls back to normal egress. */
+  readonly transparentWarned: Set<string>;
+}
 
 export interface CheckFactory {
   phase: Phase;
@@ -39,6 +52,7 @@ export interface CheckFactory {
 export const CHECK_FACTORIES: readonly CheckFactory[] = [
   { phase: 'tls_redirect', create: ({ site }) => createHttpsRedirect(site.tls) },
   { phase: 'request_limits', create: ({ site }) => createRequestLimits(site.protection.request_limits) },
+  { phase: 'quota', create: ({ site, services }) => createQuotaCheck(site, services.quota) },
 ];
 
 /**

@@ -5,6 +5,7 @@
  * keeps the old generation.
  */
 import type { Logger } from 'pino';
+import type { ProxyGlobalConfig } from '../../src/contracts/types.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
 import { createConfigState, type ConfigState } from './config-state.ts';
 import { buildGeneration, type Generation } from './generation.ts';
@@ -34,10 +35,15 @@ export interface ProxyRuntime {
   onSwap(listener: (gen: Generation) => void): void;
 }
 
-/** Loads the files and builds the first generation; runs once at start (throws on a bad config.yaml). */
-export function createProxyRuntime(opts: { root: string; logger: Logger; pools: OriginPools; services: PipelineServices }): ProxyRuntime {
-  const { root, logger, pools, services } = opts;
+/**
+ * Loads the files and builds the first generation; runs once at start (throws on a bad
+ * config.yaml). `services` makes the state that outlives generations, from the start-up config
+ * (its data_dir), before the first generation is compiled.
+ */
+export function createProxyRuntime(opts: { root: string; logger: Logger; pools: OriginPools; services: (startGlobal: Readonly<ProxyGlobalConfig>) => PipelineServices }): ProxyRuntime {
+  const { root, logger, pools } = opts;
   const state = createConfigState({ root, logger });
+  const services = opts.services(state.startGlobal);
   const listeners: ((gen: Generation) => void)[] = [];
   let generation = buildGeneration({ number: 1, root, global: state.global(), sites: state.sites(), previous: undefined, pools, services, logger });
 

@@ -1,11 +1,12 @@
 /**
- * Request events (spec/3 §6.1): one per finished request, kept in a ring per site of
+ * Proxy events (spec/3 §6.1): one request event per finished request (at the 101 for a tunnel),
+ * and `quota_exceeded` once per site and quota window, kept in a ring per site of
  * `events.recent_buffer` entries for `GET /api/v1/events/recent`. Requests no site answered (421)
- * go to a ring of their own. The telemetry bus, aggregates and Prometheus (later) subscribe
- * through `RequestEventSink`.
+ * go to a ring of their own.
  */
 
 export interface RequestEvent {
+  kind: 'request';
   /** RFC 3339 time the request arrived. */
   time: string;
   /** Site id, or null when no site matched. */
@@ -24,37 +25,50 @@ export interface RequestEvent {
   rule: string | null;
 }
 
+/** A site reached its monthly quota: once per quota window. */
+export interface QuotaExceededEvent {
+  kind: 'quota_exceeded';
+  time: string;
+  site: string;
+  /** First day of the quota window (UTC). */
+  window_start: string;
+  bytes: number;
+  limit: number;
+}
+
+export type ProxyEvent = RequestEvent | QuotaExceededEvent;
+
 /** Receives every request event as the request finishes; must not throw or block. */
 export type RequestEventSink = (event: RequestEvent) => void;
 
 export interface RecentEvents {
-  readonly record: RequestEventSink;
+  readonly record: (event: ProxyEvent) => void;
   /** Newest first, across sites or for one site (`null` = unrouted requests); at most `limit`. */
-  recent(opts: { site?: string | null; limit: number }): RequestEvent[];
+  recent(opts: { site?: string | null; limit: number }): ProxyEvent[];
   /** Applies a new `events.recent_buffer` (keeps the newest events) and drops rings of removed sites. */
   configure(capacity: number, siteIds: ReadonlySet<string>): void;
 }
 
 class Ring {
-  items: (RequestEvent | undefined)[];
+  items: (ProxyEvent | undefined)[];
   next = 0;
   size = 0;
 
   constructor(capacity: number) {
-    this.items = new Array<RequestEvent | undefined>(capacity);
+    this.items = new Array<ProxyEvent | undefined>(capacity);
   }
 
-  push(e: RequestEvent): void {
+  push(e: ProxyEvent): void {
     this.items[this.next] = e;
     this.next = (this.next + 1) % this.items.length;
     if (this.size < this.items.length) this.size++;
   }
 
   /** Newest first. */
-  newest(limit: number): RequestEvent[] {
-    const out: RequestEvent[] = [];
+  newest(limit: number): ProxyEvent[] {
+    const out: ProxyEvent[] = [];
     const cap = this.items.length;
-    for (let i = 0; i < Math.min(limit, this.size); i++) out.push(this.items[(this.next - 1 - i + cap * 2) % cap] as RequestEvent);
+    for (let i = 0; i < Math.min(limit, this.size); i++) out.push(this.items[(this.next - 1 - i + cap * 2) % cap] as ProxyEvent);
     return out;
   }
 
@@ -81,7 +95,7 @@ export function createRecentEvents(initialCapacity: number): RecentEvents {
     },
     recent({ site, limit }) {
       if (site !== undefined) return rings.get(site ?? UNROUTED)?.newest(limit) ?? [];
-      const all: RequestEvent[] = [];
+      const all: ProxyEvent[] = [];
       for (const ring of rings.values()) all.push(...ring.newest(limit));
       // RFC 3339 strings of one format sort by time.
       return all.sort((a, b) => (a.time < b.time ? 1 : a.time > b.time ? -1 : 0)).slice(0, limit);

@@ -38,6 +38,8 @@ export interface RequestContext {
    * count quota bytes): the pipeline's guards register here.
    */
   cleanups: (() => void)[] | undefined;
+  /** The request's event went out (when the response ended, or at the 101 of a tunnel). */
+  finished: boolean;
 }
 
 /** Registers `fn` to run once when the request's response has ended or the connection closed. */

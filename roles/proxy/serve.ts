@@ -4,7 +4,7 @@
  * file changes, rebuilds the certificates hourly, and on SIGTERM stops accepting, lets in-flight
  * requests finish (bounded), then exits.
  */
-import { resolve } from 'node:path';
+import { isAbsolute, join, resolve } from 'node:path';
 import { createLogger, type AppLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals, type Shutdown } from '../../src/core/shutdown.ts';
 import { parseListen } from '../../src/core/config-checks.ts';
@@ -12,6 +12,7 @@ import { loadConfigFile } from '../../src/core/config-loader.ts';
 import { globalFileOf, proxyGlobalSpec } from './config.ts';
 import { createAdminApi } from './admin-api.ts';
 import { createAdminAuth } from './admin-auth.ts';
+import { createConnectionSlots } from './connection-slots.ts';
 import { createConfigWriter } from './config-writer.ts';
 import { createDataPlane } from './data-plane.ts';
 import { watchConfigFiles } from './file-watch.ts';
@@ -19,8 +20,13 @@ import type { Generation } from './generation.ts';
 import { startListeners } from './listeners.ts';
 import { levelFromRustLog } from './log-level.ts';
 import { createOriginPools, type OriginPools } from './origin-pools.ts';
+import type { PipelineServices } from './pipeline.ts';
 import { createProxyRuntime } from './proxy-runtime.ts';
+import { openQuotaStore } from './quota-store.ts';
+import { createRateShaper } from './rate-shaper.ts';
+import { createEventBus, type EventBus } from './event-bus.ts';
 import { createRecentEvents } from './recent-events.ts';
+import { createTelemetry } from './telemetry.ts';
 
 /** How long in-flight requests get to finish after SIGTERM. */
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -76,26 +82,87 @@ export async function serveProxy(rootArg: string): Promise<void> {
   exitOnSignals(shutdown);
 }
 
+/**
+ * The state that outlives config generations: quota counters in `<root>/<data_dir>` (created
+ * 0700), rate buckets, connection slots. Runs once, before the first generation is compiled.
+ */
+function createServices(root: string, dataDir: string, bus: EventBus, logger: AppLogger): PipelineServices {
+  const quota = openQuotaStore({
+    dataDir: isAbsolute(dataDir) ? dataDir : join(root, dataDir),
+    onExceeded(e) {
+      logger.warn({ site: e.site, window_start: e.window_start, bytes: e.bytes, limit: e.limit }, 'quota_exceeded: the site reached its monthly quota');
+      bus.publish({ kind: 'quota_exceeded', time: new Date().toISOString(), ...e });
+    },
+    onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
+  });
+  return { quota, shaper: createRateShaper(), slots: createConnectionSlots(), transparentWarned: new Set() };
+}
+
 /** Everything after the logger: config, listeners, admin API, watchers; each registers its shutdown step. */
 async function start(root: string, logger: AppLogger, pools: OriginPools, shutdown: Shutdown): Promise<void> {
-  const runtime = createProxyRuntime({ root, logger, pools, services: {} });
+  let bus: EventBus | undefined;
+  let services: PipelineServices | undefined;
+  const runtime = createProxyRuntime({
+    root,
+    logger,
+    pools,
+    services(startGlobal) {
+      bus = createEventBus(startGlobal.events.channel_capacity, (err) => logger.error({ err }, 'telemetry subscriber failed'));
+      services = createServices(root, startGlobal.data_dir, bus, logger);
+      return services;
+    },
+  });
+  if (!bus || !services) throw new Error('proxy services were not created');
+  const quota = services.quota;
+  shutdown.add('quota counters', () => quota.close());
   const first = runtime.current();
   applyLogLevel(logger, first);
-  const events = createRecentEvents(first.global.events.recent_buffer);
-  events.configure(first.global.events.recent_buffer, new Set(first.sites.map((s) => s.id)));
+  const siteIds = (gen: Generation): Set<string> => new Set(gen.sites.map((s) => s.id));
+  const ring = createRecentEvents(first.global.events.recent_buffer);
+  ring.configure(first.global.events.recent_buffer, siteIds(first));
+  const telemetry = createTelemetry(first.global.events.aggregate_retention_hours);
+  // A const the closures below can hold (the `let` above is only narrowed here).
+  const events = bus;
+  events.subscribe(ring.record);
+  events.subscribe(telemetry.record);
 
-  const plane = createDataPlane({ current: runtime.current, onEvent: events.record, logger });
+  const plane = createDataPlane({ current: runtime.current, onEvent: (e) => void events.publish(e), onTunnelBytes: telemetry.tunnelBytes, services, logger });
   const boot = runtime.state.startGlobal;
   const listeners = await startListeners({ http: boot.listen_http, https: boot.listen_https, plane, maxHeaderSize: parserHeaderLimit(first), logger });
   shutdown.add('listeners', () => listeners.close(SHUTDOWN_GRACE_MS));
 
+  const slots = services.slots;
   runtime.onSwap((gen) => {
     applyLogLevel(logger, gen);
-    events.configure(gen.global.events.recent_buffer, new Set(gen.sites.map((s) => s.id)));
+    ring.configure(gen.global.events.recent_buffer, siteIds(gen));
+    telemetry.configure(gen.global.events.aggregate_retention_hours, siteIds(gen));
+    events.setCapacity(gen.global.events.channel_capacity);
     listeners.setMaxHeaderSize(parserHeaderLimit(gen));
   });
 
-  const admin = createAdminApi({ runtime, writer: createConfigWriter(runtime), events, auth: createAdminAuth(() => runtime.current().global), logger });
+  const admin = createAdminApi({
+    runtime,
+    writer: createConfigWriter(runtime),
+    events: ring,
+    quota,
+    slots,
+    telemetry,
+    gauges: () => {
+      const gen = runtime.current();
+      return {
+        generation: gen.number,
+        inFlight: plane.inFlight(),
+        eventsDropped: events.dropped(),
+        eventsQueued: events.queued(),
+        sites: gen.sites.map((s) => {
+          const u = quota.usage(s.id, s.config.bandwidth);
+          return { id: s.id, connections: slots.site(s.id), quotaBytes: u.bytes, quotaLimit: u.limit };
+        }),
+      };
+    },
+    auth: createAdminAuth(() => runtime.current().global),
+    logger,
+  });
   const adminAddress = parseListen(boot.admin.listen);
   if (!adminAddress) throw new Error(`bad admin.listen ${boot.admin.listen}`);
   await admin.app.listen({ host: adminAddress.host, port: adminAddress.port });

@@ -63,6 +63,8 @@ test('GET /health needs no token; the Host allow-list is checked first, for ever
       assert.equal(r.body.meta.code, 'ERR_HOST_NOT_ALLOWED');
     }
   }
+  const metrics = await request({ port: root.adminPort, path: '/metrics', host: 'evil.test', headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  assert.equal(metrics.status, 403, '/metrics is behind the allow-list too');
   assert.equal((await api(root, 'GET', '/sites', { host: 'proxy-admin.internal:9999' })).status, 200, 'an entry with a port matches exactly');
   assert.equal((await api(root, 'GET', '/sites', { host: 'proxy-admin.internal' })).status, 403);
   assert.equal((await api(root, 'GET', '/sites', { host: '127.0.0.1:1' })).status, 200, 'an entry without a port matches any port');
@@ -83,6 +85,8 @@ test('roles: readonly reads, operator also manages sites and reloads, admin also
     ['GET', '/sites', undefined, { readonly: 200, operator: 200, admin: 200 }],
     ['GET', '/sites/main', undefined, { readonly: 200, operator: 200, admin: 200 }],
     ['GET', '/events/recent', undefined, { readonly: 200, operator: 200, admin: 200 }],
+    ['GET', '/sites/main/usage', undefined, { readonly: 200, operator: 200, admin: 200 }],
+    ['GET', '/stats/minutes?site=main', undefined, { readonly: 200, operator: 200, admin: 200 }],
     ['POST', '/reload', undefined, { readonly: 403, operator: 200, admin: 200 }],
     ['POST', '/sites', { ...site, id: 'roles' }, { readonly: 403, operator: 201, admin: 409 }],
     ['PUT', '/sites/roles', { ...site, enabled: false }, { readonly: 403, operator: 200, admin: 200 }],

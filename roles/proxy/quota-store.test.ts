@@ -1,0 +1,43 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openQuotaStore, windowStart, type QuotaExceeded } from './quota-store.ts';
+
+test('windows start on the reset day at 00:00 UTC, the month before when the day is still ahead', () => {
+  assert.equal(windowStart(new Date('2026-11-23T10:00:00Z'), null), '2026-11-01');
+  assert.equal(windowStart(new Date('2026-11-23T10:00:00Z'), 28), '2026-10-28');
+  assert.equal(windowStart(new Date('2026-01-05T00:00:00Z'), 15), '2025-12-15');
+  assert.equal(windowStart(new Date('2026-01-15T00:00:00Z'), 15), '2026-01-15');
+});
+
+test('counters persist, quota_exceeded fires once per window, a new window starts at zero', () => {
+  const dir = join(mkdtempSync(join(tmpdir(), 'hk-quota-')), 'data');
+  const seen: QuotaExceeded[] = [];
+  const settings = { monthly_quota_bytes: 1000, quota_reset_day: 10 };
+  const nov = new Date('2026-11-20T00:00:00Z');
+  const a = openQuotaStore({ dataDir: dir, onExceeded: (e) => seen.push(e), onWriteError: (e) => assert.fail(String(e)) });
+  assert.equal(statSync(dir).mode & 0o777, 0o700);
+  a.add('s', settings, 600, nov);
+  assert.equal(a.isOver('s', settings, nov), false);
+  a.add('s', settings, 600, nov);
+  assert.equal(a.isOver('s', settings, nov), true);
+  assert.equal(a.isOver('s', settings, nov), true);
+  assert.equal(seen.length, 1);
+  a.close();
+  const b = openQuotaStore({ dataDir: dir, onExceeded: (e) => seen.push(e), onWriteError: () => undefined });
+  assert.deepEqual(b.usage('s', settings, nov), { window_start: '2026-11-10', bytes: 1200, limit: 1000, exceeded: true });
+  assert.equal(b.isOver('s', settings, nov), true);
+  assert.equal(seen.length, 1, 'once per window, across restarts');
+  const dec = new Date('2026-12-10T00:00:00Z');
+  assert.equal(b.isOver('s', settings, dec), false);
+  assert.equal(b.usage('s', settings, dec).bytes, 0);
+  b.close();
+});
+
+test('a damaged counter file refuses to open instead of resetting every quota', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-quota-'));
+  writeFileSync(join(dir, 'quota.json'), '{"version":1,"sites":{"s":');
+  assert.throws(() => openQuotaStore({ dataDir: dir, onExceeded: () => undefined, onWriteError: () => undefined }), /quota\.json: cannot read the quota counters/);
+});
