@@ -135,9 +135,12 @@ test('after a restart the stored deliveries go out; SIGTERM removes lock and pid
   const before = hook.received.length;
   daemon = startHostkit(['bandwidthd', 'serve', '--config', config]);
   await daemon.waitFor(/bandwidth daemon running/);
-  await hook.waitFor(before + 4);
-  const delivered = hook.received.slice(before).filter((q) => q.answered === 200).map((q) => (q.body as { event: string }).event);
-  for (const e of ['daemon_started', 'docker_error', 'daemon_stopped']) assert.ok(delivered.includes(e), `${e} in ${delivered.join()}`);
+  // The stored deliveries and the new run's own events arrive in no fixed order: wait for all three kinds.
+  const wanted = ['daemon_started', 'docker_error', 'daemon_stopped'];
+  const delivered = (): string[] => hook.received.slice(before).filter((q) => q.answered === 200).map((q) => (q.body as { event: string }).event);
+  const until = Date.now() + 15_000;
+  while (Date.now() < until && !wanted.every((e) => delivered().includes(e))) await new Promise((r) => setTimeout(r, 100));
+  for (const e of wanted) assert.ok(delivered().includes(e), `${e} in ${delivered().join()}`);
   const end = Date.now() + 5000;
   let persisted = -1;
   while (Date.now() < end && persisted !== 0) {
