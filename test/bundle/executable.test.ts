@@ -55,6 +55,11 @@ test('--version prints the service version; --help works everywhere', () => {
   const help = run(exe, ['--help']);
   assert.equal(help.code, 0);
   for (const role of ['node-agent', 'panel', 'bandwidthd', 'proxy', 'install-links']) assert.match(help.stdout, new RegExp(role));
+  for (const shortcut of [['webhook', 'test'], ['reset'], ['cleanup']]) {
+    const h = run(exe, [...shortcut, '--help']);
+    assert.equal(h.code, 0, `hostkit ${shortcut.join(' ')} --help: ${h.stderr}`);
+    assert.match(h.stdout, /--config/, 'the shortcut is the container daemon’s command');
+  }
   for (const [role] of CHECKS) {
     const h = run(exe, [...role, 'check', '--help']);
     assert.equal(h.code, 0, `${role.join(' ')} check --help: ${h.stderr}`);
