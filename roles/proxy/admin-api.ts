@@ -9,6 +9,8 @@ import type { Logger } from 'pino';
 import { AppError } from '../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { createApiServer, type ApiServer } from '../../src/lib/http-api.ts';
+import type { Ban, BanList } from './ban-list.ts';
+import { isIP } from 'node:net';
 import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
 import { ConflictError, ValidationError, type ConfigWriter } from './config-writer.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
@@ -23,6 +25,7 @@ export interface AdminApiOptions {
   events: RecentEvents;
   quota: QuotaStore;
   slots: ConnectionSlots;
+  bans: BanList;
   telemetry: Telemetry;
   /** Read when `GET /metrics` renders. */
   gauges: () => MetricsGauges;
@@ -46,13 +49,27 @@ function neededRole(method: string, route: string | undefined): AdminRole {
   return route === '/api/v1/global' ? 'admin' : 'operator';
 }
 
+// The longest ban the API accepts: a year; longer is a blacklist entry's job.
+const MAX_API_BAN_SECS = 365 * 24 * 3600;
+
+function banJson(b: Ban, now: number): Record<string, unknown> {
+  return {
+    ip: b.ip,
+    site: b.site,
+    reason: b.reason,
+    since: new Date(b.since).toISOString(),
+    until: new Date(b.until).toISOString(),
+    remaining_secs: Math.max(0, Math.ceil((b.until - now) / 1000)),
+  };
+}
+
 function reloadSummary(o: ReloadOutcome): Record<string, unknown> {
   return { generation: o.generation.number, swapped: o.swapped, sites: o.generation.sites.length, broken: o.broken, restart_required: o.restartRequired };
 }
 
 /** Builds the API server (not listening yet); runs once at start. */
 export function createAdminApi(opts: AdminApiOptions): ApiServer {
-  const { runtime, writer, events, quota, slots, telemetry, gauges, auth, logger } = opts;
+  const { runtime, writer, events, quota, slots, bans, telemetry, gauges, auth, logger } = opts;
   const api = createApiServer({ codeOnSuccess: false, version: SERVICE_VERSION, logger });
   const { app } = api;
   const startedAt = Date.now();
@@ -165,6 +182,32 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           const r = writer.replaceGlobal(req.body);
           logger.info({ by: req.adminToken?.name, restart_required: r.restartRequired }, 'config.yaml replaced through the admin API');
           return api.ok(reloadSummary(r));
+        });
+        secured.get('/bans', () => {
+          const now = Date.now();
+          return api.ok({ bans: bans.list(now).map((b) => banJson(b, now)) });
+        });
+        secured.post<{ Body: unknown }>('/bans', async (req, reply) => {
+          const body = req.body as { ip?: unknown; duration_secs?: unknown; site?: unknown } | null;
+          const ip = typeof body?.ip === 'string' ? body.ip.trim() : '';
+          if (isIP(ip) === 0) throw new AppError('ERR_BAD_REQUEST', 'ip must be an IPv4 or IPv6 address', { status: 400 });
+          const secs = body?.duration_secs;
+          if (typeof secs !== 'number' || !Number.isInteger(secs) || secs < 1 || secs > MAX_API_BAN_SECS) {
+            throw new AppError('ERR_BAD_REQUEST', `duration_secs must be an integer from 1 to ${MAX_API_BAN_SECS}`, { status: 400 });
+          }
+          const site = body?.site ?? null;
+          if (site !== null && typeof site !== 'string') throw new AppError('ERR_BAD_REQUEST', 'site must be a site id or null', { status: 400 });
+          // A ban for a site that does not exist (yet) is allowed: it applies once the site does.
+          const ban = bans.add(ip, site, secs, 'admin');
+          logger.info({ by: req.adminToken?.name, ip, site, duration_secs: secs }, 'client banned through the admin API');
+          return reply.code(201).send(api.ok(banJson(ban, Date.now())));
+        });
+        secured.delete<{ Params: { ip: string }; Querystring: { site?: string } }>('/bans/:ip', (req) => {
+          const site = req.query.site;
+          const removed = bans.remove(req.params.ip, site === undefined ? undefined : site === '' ? null : site);
+          if (removed === 0) throw new AppError('ERR_NOT_FOUND', `no active ban for ${JSON.stringify(req.params.ip)}`, { status: 404 });
+          logger.info({ by: req.adminToken?.name, ip: req.params.ip, site: site ?? null, removed }, 'ban lifted through the admin API');
+          return api.ok({ ip: req.params.ip, removed });
         });
         secured.get<{ Querystring: { site?: string; limit?: string } }>('/events/recent', (req) => {
           const cap = runtime.current().global.events.recent_buffer;

@@ -1,7 +1,7 @@
 /**
  * Active-connection slots per site and per client IP. A live WebSocket tunnel holds one slot from
- * the origin's 101 until it closes (spec/3 §2.6), so the connection limits of part 2
- * (`connections.per_ip`, `connections.per_site`) can count tunnels with the requests they take.
+ * the origin's 101 until it closes (spec/3 §2.6); the connections phase (connection-limits.ts)
+ * makes each in-flight request hold one too, so `connections.per_ip` / `per_site` count both.
  * Slots outlive config generations.
  */
 

@@ -12,6 +12,7 @@ import type { TLSSocket } from 'node:tls';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CompiledSite } from './compiled-site.ts';
+import { GLOBAL_ACL_DENY } from './acl.ts';
 import { forwardRequest } from './forward.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
@@ -172,6 +173,12 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     if (!split) {
       ctx.rule = ROUTE_RULES.badTarget;
       sendStatus(ctx, 400);
+      return undefined;
+    }
+    // global_acl comes before any site logic, so it tests the peer: trusted proxies are per site.
+    if (gen.globalAcl && !gen.globalAcl(peerIp)) {
+      ctx.rule = GLOBAL_ACL_DENY.rule;
+      sendStatus(ctx, GLOBAL_ACL_DENY.status);
       return undefined;
     }
     const site = gen.route(ctx.hostHeader);

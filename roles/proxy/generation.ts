@@ -6,6 +6,7 @@
  */
 import type { Logger } from 'pino';
 import type { ProxyGlobalConfig } from '../../src/contracts/types.ts';
+import { createAclTest, type AclTest } from './acl.ts';
 import { loadCertificate } from './certificates.ts';
 import { compileSite, type CompiledSite } from './compiled-site.ts';
 import { createHostRouter, type HostRouter } from './host-router.ts';
@@ -22,6 +23,8 @@ export interface Generation {
   readonly sites: readonly CompiledSite[];
   readonly byId: ReadonlyMap<string, CompiledSite>;
   readonly route: HostRouter<CompiledSite>;
+  /** `global_acl` on the TCP peer, before routing; undefined when both lists are empty. */
+  readonly globalAcl: AclTest | undefined;
 }
 
 export interface BuildInput {
@@ -79,5 +82,6 @@ export function buildGeneration(input: BuildInput): Generation {
     sites,
     byId: new Map(sites.map((s) => [s.id, s])),
     route,
+    globalAcl: createAclTest(input.global.global_acl),
   };
 }

@@ -5,10 +5,14 @@
  * score, challenge) and the quota only add factories to CHECK_FACTORIES.
  */
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+import { createSiteAcl } from './acl.ts';
+import type { BanList } from './ban-list.ts';
+import { createConnectionLimits } from './connection-limits.ts';
 import type { ConnectionSlots } from './connection-slots.ts';
 import { createHttpsRedirect } from './https-redirect.ts';
 import { createQuotaCheck } from './quota-check.ts';
 import type { QuotaStore } from './quota-store.ts';
+import { createBanCheck, createRateLimit, type RateCounters } from './rate-limit.ts';
 import type { RateShaper } from './rate-shaper.ts';
 import type { RequestContext } from './request-context.ts';
 import { createRequestLimits } from './request-limits.ts';
@@ -37,8 +41,12 @@ export interface PipelineServices {
   readonly quota: QuotaStore;
   /** Send-rate token buckets. */
   readonly shaper: RateShaper;
-  /** Active-connection slots (live tunnels). */
+  /** Active-connection slots: in-flight requests and live tunnels. */
   readonly slots: ConnectionSlots;
+  /** Temporary bans (rate-limit offenders and the admin API's). */
+  readonly bans: BanList;
+  /** Fixed-window request counters of the rate_limit phase. */
+  readonly rates: RateCounters;
   /** Site ids already warned that transparent mode falls back to normal egress. */
   readonly transparentWarned: Set<string>;
 }
@@ -49,8 +57,20 @@ export interface CheckFactory {
   create(input: PipelineInput): Check | undefined;
 }
 
+/** Within a phase, factories run in this array's order (the ban check before the site ACL). */
 export const CHECK_FACTORIES: readonly CheckFactory[] = [
+  { phase: 'ban_acl', create: ({ site, services }) => createBanCheck(site.id, services.bans) },
+  { phase: 'ban_acl', create: ({ site }) => createSiteAcl(site.protection.acl) },
   { phase: 'tls_redirect', create: ({ site }) => createHttpsRedirect(site.tls) },
+  {
+    phase: 'connections',
+    create: ({ site, services }) => createConnectionLimits({ siteId: site.id, perIp: site.protection.connections.per_ip, perSite: site.protection.connections.per_site, slots: services.slots }),
+  },
+  {
+    phase: 'rate_limit',
+    create: ({ site, services }) =>
+      createRateLimit({ siteId: site.id, config: site.protection.rate_limit, challengeMode: site.protection.challenge.mode, counters: services.rates, bans: services.bans }),
+  },
   { phase: 'request_limits', create: ({ site }) => createRequestLimits(site.protection.request_limits) },
   { phase: 'quota', create: ({ site, services }) => createQuotaCheck(site, services.quota) },
 ];

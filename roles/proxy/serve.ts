@@ -12,6 +12,7 @@ import { loadConfigFile } from '../../src/core/config-loader.ts';
 import { globalFileOf, proxyGlobalSpec } from './config.ts';
 import { createAdminApi } from './admin-api.ts';
 import { createAdminAuth } from './admin-auth.ts';
+import { createBanList } from './ban-list.ts';
 import { createConnectionSlots } from './connection-slots.ts';
 import { createConfigWriter } from './config-writer.ts';
 import { createDataPlane } from './data-plane.ts';
@@ -23,6 +24,7 @@ import { createOriginPools, type OriginPools } from './origin-pools.ts';
 import type { PipelineServices } from './pipeline.ts';
 import { createProxyRuntime } from './proxy-runtime.ts';
 import { openQuotaStore } from './quota-store.ts';
+import { createRateCounters } from './rate-limit.ts';
 import { createRateShaper } from './rate-shaper.ts';
 import { createEventBus, type EventBus } from './event-bus.ts';
 import { createRecentEvents } from './recent-events.ts';
@@ -95,7 +97,7 @@ function createServices(root: string, dataDir: string, bus: EventBus, logger: Ap
     },
     onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
   });
-  return { quota, shaper: createRateShaper(), slots: createConnectionSlots(), transparentWarned: new Set() };
+  return { quota, shaper: createRateShaper(), slots: createConnectionSlots(), bans: createBanList(), rates: createRateCounters(), transparentWarned: new Set() };
 }
 
 /** Everything after the logger: config, listeners, admin API, watchers; each registers its shutdown step. */
@@ -146,6 +148,7 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
     events: ring,
     quota,
     slots,
+    bans: services.bans,
     telemetry,
     gauges: () => {
       const gen = runtime.current();

@@ -114,7 +114,11 @@ export async function proxyBench(): Promise<void> {
       join(root, 'config.yaml'),
       `listen_http: ["127.0.0.1:${proxyPort}"]\nlisten_https: []\nlog_level: warn\nadmin:\n  listen: "127.0.0.1:${adminPort}"\n  tokens: [{ name: bench, token: ${TOKEN}, role: readonly }]\n`,
     );
-    writeFileSync(join(root, 'sites.d', 'bench.yaml'), `id: bench\nhostnames: [${HOST}]\norigin: { url: "http://127.0.0.1:${originPort}" }\n`);
+    // All of wrk's load comes from one address: the default per-IP rate limit would refuse it.
+    writeFileSync(
+      join(root, 'sites.d', 'bench.yaml'),
+      `id: bench\nhostnames: [${HOST}]\norigin: { url: "http://127.0.0.1:${originPort}" }\nprotection: { rate_limit: { enabled: false } }\n`,
+    );
     children.push(await startAndWait(process.execPath, [bundle, 'proxy', '--root', root], proxyPort));
 
     const rows: string[] = [];

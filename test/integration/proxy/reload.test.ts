@@ -108,6 +108,9 @@ test('a broken config.yaml keeps the last good one (tokens included); listen cha
   writeFileSync(file, good);
 });
 
+// 2,000 requests from one IP are far above the default per-IP limit (300 per minute).
+const NO_RATE_LIMIT = { rate_limit: { enabled: false } };
+
 test('2,000 requests during a stream of reloads (changed, rewritten in place, broken, fixed): none fails', async () => {
   const agent = new Agent({ keepAlive: true, maxSockets: 8 });
   const statuses = new Map<number, number>();
@@ -136,11 +139,11 @@ test('2,000 requests during a stream of reloads (changed, rewritten in place, br
     for (let n = 0; !done; n++) {
       const origin = n % 2 === 0 ? b : a;
       if (n % 5 === 4) writeFileSync(join(root.sitesDir, 'load.yaml'), 'id: load\nhostnames: [load.test\n');
-      else writeFileSync(join(root.sitesDir, 'load.yaml'), stringify({ id: 'load', hostnames: ['load.test', `v${n}.test`], origin: { url: origin.url, host_header: `v${n}` } }));
-      writeFileSync(join(root.sitesDir, 'blog.yaml'), stringify({ id: 'blog', hostnames: ['blog.test'], origin: { url: origin.url } }));
+      else writeFileSync(join(root.sitesDir, 'load.yaml'), stringify({ id: 'load', hostnames: ['load.test', `v${n}.test`], origin: { url: origin.url, host_header: `v${n}` }, protection: NO_RATE_LIMIT }));
+      writeFileSync(join(root.sitesDir, 'blog.yaml'), stringify({ id: 'blog', hostnames: ['blog.test'], origin: { url: origin.url }, protection: NO_RATE_LIMIT }));
       await new Promise((r) => setTimeout(r, 120));
     }
-    writeFileSync(join(root.sitesDir, 'load.yaml'), stringify({ id: 'load', hostnames: ['load.test'], origin: { url: a.url } }));
+    writeFileSync(join(root.sitesDir, 'load.yaml'), stringify({ id: 'load', hostnames: ['load.test'], origin: { url: a.url }, protection: NO_RATE_LIMIT }));
   })();
   const started = Date.now();
   let next = 0;

@@ -1,0 +1,107 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BlockList } from 'node:net';
+import { createIpRanges } from './ip-ranges.ts';
+import { createAclTest } from './acl.ts';
+import { createBanList, MAX_BAN_SECS } from './ban-list.ts';
+import { createRateCounters } from './rate-limit.ts';
+
+test('IPv4 and IPv6 CIDRs; a plain IP is /32 or /128', () => {
+  const m = createIpRanges(['10.0.0.0/8', '192.0.2.7', '2001:db8::/32', '::1', 'fe80::1/128', '203.0.113.0/24', 'garbage', '1.2.3.4/33']);
+  for (const ip of ['10.0.0.0', '10.255.255.255', '192.0.2.7', '2001:db8::', '2001:db8:ffff:ffff:ffff:ffff:ffff:ffff', '::1', 'fe80::1', '203.0.113.200', '::ffff:10.1.2.3', '::ffff:203.0.113.9']) {
+    assert.equal(m(ip), true, ip);
+  }
+  for (const ip of ['11.0.0.0', '9.255.255.255', '192.0.2.8', '192.0.2.6', '2001:db9::', '::2', 'fe80::2', '1.2.3.4', 'nonsense', '']) {
+    assert.equal(m(ip), false, ip);
+  }
+  assert.equal(createIpRanges([])('1.2.3.4'), false);
+  assert.equal(createIpRanges(['0.0.0.0/0'])('255.255.255.255'), true);
+  assert.equal(createIpRanges(['::/0'])('ffff::1'), true);
+  assert.equal(createIpRanges(['::ffff:192.0.2.0/120'])('192.0.2.77'), true, 'a mapped rule covers the plain IPv4 address');
+});
+
+test('overlapping and adjacent ranges merge; random addresses agree with BlockList', () => {
+  const entries = ['10.0.0.0/24', '10.0.0.128/25', '10.0.1.0/24', '172.16.0.0/12', '172.20.0.0/16', '2001:db8::/48', '2001:db8::/64'];
+  const bl = new BlockList();
+  for (const e of entries) {
+    const [a = '', b = ''] = e.split('/');
+    bl.addSubnet(a, Number(b), a.includes(':') ? 'ipv6' : 'ipv4');
+  }
+  const m = createIpRanges(entries);
+  let seed = 7;
+  const rnd = (n: number): number => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+  for (let i = 0; i < 2000; i++) {
+    const v4 = `${[10, 172, 11][rnd(3)]}.${rnd(40)}.${rnd(3)}.${rnd(256)}`;
+    assert.equal(m(v4), bl.check(v4, 'ipv4'), v4);
+    const v6 = `2001:db8:${rnd(2).toString(16)}:${rnd(2).toString(16)}::${rnd(65536).toString(16)}`;
+    assert.equal(m(v6), bl.check(v6, 'ipv6'), v6);
+  }
+});
+
+test('ACL: whitelist wins, a non-empty whitelist denies the rest, empty lists compile to nothing', () => {
+  assert.equal(createAclTest({ whitelist: [], blacklist: [] }), undefined);
+  const black = createAclTest({ whitelist: [], blacklist: ['198.51.100.0/24'] });
+  assert.equal(black?.('198.51.100.1'), false);
+  assert.equal(black?.('198.51.101.1'), true);
+  const both = createAclTest({ whitelist: ['198.51.100.1'], blacklist: ['198.51.100.0/24'] });
+  assert.equal(both?.('198.51.100.1'), true, 'whitelisted and blacklisted: whitelist wins');
+  assert.equal(both?.('198.51.100.2'), false);
+  assert.equal(both?.('203.0.113.1'), false, 'not on a non-empty whitelist');
+});
+
+test('diagnostic: lookup cost with 10 and 100,000 entries (sorted ranges vs BlockList)', (t) => {
+  const make = (n: number): string[] => Array.from({ length: n }, (_, i) => `${10 + (i >>> 16)}.${(i >>> 8) & 255}.${i & 255}.0/24`);
+  const probes = Array.from({ length: 2000 }, (_, i) => `${10 + (i % 3)}.${(i * 7) & 255}.${(i * 13) & 255}.${i & 255}`);
+  const measure = (fn: (ip: string) => boolean): number => {
+    const rounds = 20;
+    const t0 = performance.now();
+    let hits = 0;
+    for (let r = 0; r < rounds; r++) for (const p of probes) if (fn(p)) hits++;
+    assert.ok(hits >= 0);
+    return ((performance.now() - t0) * 1e6) / (rounds * probes.length);
+  };
+  const lines: string[] = [];
+  for (const n of [10, 100_000]) {
+    const entries = make(n);
+    const ranges = createIpRanges(entries);
+    const bl = new BlockList();
+    // BlockList is linear; 100,000 rules would make the diagnostic itself slow, so it gets 1,000.
+    for (const e of entries.slice(0, Math.min(n, 1000))) bl.addSubnet(e.split('/')[0] as string, 24, 'ipv4');
+    lines.push(`${n} entries: ranges ${measure(ranges).toFixed(0)} ns/lookup; BlockList(${Math.min(n, 1000)}) ${measure((ip) => bl.check(ip, 'ipv4')).toFixed(0)} ns/lookup`);
+  }
+  t.diagnostic(lines.join(' | '));
+});
+
+test('bans: site before global, expiry, doubling for repeat offenders capped at 24 h, removal', () => {
+  const bans = createBanList();
+  const t0 = 1_000_000;
+  const b1 = bans.banOffender('s', '192.0.2.1', 600, t0);
+  assert.equal(b1.until - b1.since, 600_000);
+  assert.equal(bans.active('s', '192.0.2.1', t0 + 1)?.reason, 'rate_limit');
+  assert.equal(bans.active('other', '192.0.2.1', t0 + 1), undefined, 'automatic bans are per site');
+  assert.equal(bans.active('s', '192.0.2.1', t0 + 600_000), undefined, 'expired');
+  const b2 = bans.banOffender('s', '192.0.2.1', 600, t0 + 700_000);
+  assert.equal(b2.until - b2.since, 1_200_000, 'second offence doubles');
+  let last = b2;
+  for (let i = 0; i < 12; i++) last = bans.banOffender('s', '192.0.2.1', 600, last.until + 1);
+  assert.equal(last.until - last.since, MAX_BAN_SECS * 1000, 'capped at 24 h');
+  const fresh = bans.banOffender('s', '192.0.2.1', 600, last.until + MAX_BAN_SECS * 1000 + 1);
+  assert.equal(fresh.until - fresh.since, 600_000, 'a day without bans forgets the strikes');
+  bans.add('192.0.2.9', null, 60, 'admin', t0);
+  assert.equal(bans.active('any-site', '192.0.2.9', t0 + 1)?.site, null);
+  assert.equal(bans.remove('192.0.2.9'), 0, 'the ban above had expired by Date.now()');
+  bans.add('192.0.2.9', null, 60, 'admin');
+  assert.equal(bans.list().length, 1);
+  assert.equal(bans.remove('192.0.2.9'), 1);
+  assert.equal(bans.list().length, 0);
+});
+
+test('rate counters: fixed windows, counts over the limit, Retry-After to the window end', () => {
+  const c = createRateCounters();
+  const t0 = 60_000 * 1000;
+  for (let i = 1; i <= 3; i++) assert.equal(c.hit('k', 3, 60, t0 + i).over, 0);
+  const h = c.hit('k', 3, 60, t0 + 10_000);
+  assert.deepEqual(h, { count: 4, over: 1, retryAfter: 50 });
+  assert.equal(c.hit('k', 3, 60, t0 + 10_001).over, 2);
+  assert.equal(c.hit('k', 3, 60, t0 + 60_000).count, 1, 'a new window starts at zero');
+});

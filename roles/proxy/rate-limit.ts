@@ -1,0 +1,106 @@
+/**
+ * The rate_limit phase (spec/3 §2.5 `protection.rate_limit`) and the ban check that runs first in
+ * the ban_acl phase. Fixed windows aligned to the epoch (`floor(now / window)`): one counter per
+ * key, O(1) per request and no per-request timestamps, at the price of allowing up to twice the
+ * limit across a window boundary. Counters live in the pipeline services (RateCounters), keyed by
+ * site, so a reload keeps them.
+ */
+import type { BanList } from './ban-list.ts';
+import type { RequestContext } from './request-context.ts';
+import { ALLOW, deny, type Verdict } from './verdict.ts';
+
+/** Rule ids of this phase and of the ban check; also written in docs/proxy-admin-api.md. */
+export const RATE_RULES = { perIp: 'rate.per_ip', perSite: 'rate.per_site', ban: 'ban' } as const;
+
+// Expired windows are dropped at most this often.
+const SWEEP_EVERY_MS = 10_000;
+
+export interface WindowHit {
+  /** Requests in the current window, this one included. */
+  count: number;
+  /** Requests over the limit in the current window, this one included when it is over. */
+  over: number;
+  /** Seconds until the window ends (at least 1). */
+  retryAfter: number;
+}
+
+export interface RateCounters {
+  /** Counts one request under `key` in a fixed window of `windowSecs` against `limit`. */
+  hit(key: string, limit: number, windowSecs: number, now?: number): WindowHit;
+  /** Keys with a live window (diagnostics, tests). */
+  size(): number;
+}
+
+/** Creates the counters; runs once at start. */
+export function createRateCounters(): RateCounters {
+  const windows = new Map<string, { start: number; ms: number; count: number; over: number }>();
+  let nextSweep = 0;
+  return {
+    hit(key, limit, windowSecs, now = Date.now()) {
+      const ms = windowSecs * 1000;
+      if (now >= nextSweep) {
+        nextSweep = now + SWEEP_EVERY_MS;
+        for (const [k, w] of windows) if (now >= w.start + w.ms) windows.delete(k);
+      }
+      const start = now - (now % ms);
+      let w = windows.get(key);
+      // A new window, or a reload changed the window length.
+      if (w === undefined || w.start !== start || w.ms !== ms) {
+        w = { start, ms, count: 0, over: 0 };
+        windows.set(key, w);
+      }
+      w.count++;
+      if (w.count > limit) w.over++;
+      return { count: w.count, over: w.over, retryAfter: Math.max(1, Math.ceil((start + ms - now) / 1000)) };
+    },
+    size: () => windows.size,
+  };
+}
+
+export interface RateLimitConfig {
+  enabled: boolean;
+  per_ip: { requests: number; window_secs: number };
+  per_site: { requests: number; window_secs: number };
+  action: 'block' | 'challenge';
+  ban_after_violations: number;
+  ban_duration_secs: number;
+}
+
+/**
+ * The site's rate_limit check, or undefined when disabled. Per IP first, then per site. Per IP,
+ * action block: the first request over the limit in a window gets 429, later ones 403; every one
+ * is a violation, and the `ban_after_violations`-th bans the IP on the site. Per site: always 429
+ * (a site-wide surge is not one client's fault) and never a violation. Action challenge: the
+ * challenge verdict when challenge.mode is on or auto, else 429. Every refusal has Retry-After.
+ */
+export function createRateLimit(opts: { siteId: string; config: RateLimitConfig; challengeMode: 'off' | 'auto' | 'on'; counters: RateCounters; bans: BanList }): ((ctx: RequestContext) => Verdict) | undefined {
+  const { siteId, config, counters, bans } = opts;
+  if (!config.enabled) return undefined;
+  const challenge = config.action === 'challenge' && opts.challengeMode !== 'off';
+  const siteKey = `site\0${siteId}`;
+  const ipPrefix = `ip\0${siteId}\0`;
+  const refuse = (status: number, rule: string, retryAfter: number): Verdict =>
+    challenge ? { kind: 'challenge', rule } : deny(status, rule, { 'retry-after': String(retryAfter) });
+
+  return function rateLimit(ctx) {
+    const ip = counters.hit(ipPrefix + ctx.clientIp, config.per_ip.requests, config.per_ip.window_secs);
+    if (ip.over > 0) {
+      if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations && bans.active(siteId, ctx.clientIp) === undefined) {
+        bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs);
+      }
+      return refuse(config.action === 'block' && ip.over > 1 ? 403 : 429, RATE_RULES.perIp, ip.retryAfter);
+    }
+    const site = counters.hit(siteKey, config.per_site.requests, config.per_site.window_secs);
+    if (site.over > 0) return refuse(429, RATE_RULES.perSite, site.retryAfter);
+    return ALLOW;
+  };
+}
+
+/** The ban check, first in the pipeline; runs for every site (bans come from the API at any time). */
+export function createBanCheck(siteId: string, bans: BanList): (ctx: RequestContext) => Verdict {
+  return function banCheck(ctx) {
+    const ban = bans.active(siteId, ctx.clientIp);
+    if (ban === undefined) return ALLOW;
+    return deny(403, RATE_RULES.ban, { 'retry-after': String(Math.max(1, Math.ceil((ban.until - Date.now()) / 1000))) });
+  };
+}
