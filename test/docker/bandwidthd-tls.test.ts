@@ -7,11 +7,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { hostkitArgv, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
+import { freePort, hostkitArgv, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness } from './harness.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-tls-'));
@@ -58,10 +57,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_
 }
 
 before(async () => {
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  tlsPort = (probe.address() as { port: number }).port;
-  await new Promise((r) => probe.close(r));
+  tlsPort = await freePort();
   try {
     docker = await startDocker({ name: 'bwdtls', tlsPort });
   } catch (err) {

@@ -6,13 +6,13 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { hostVethOf } from '../../src/lib/veth.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
-import { startHostkit, type Daemon } from '../integration/hostkit-process.ts';
+import { freePort, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
 import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer } from './harness.ts';
 
@@ -83,10 +83,7 @@ before(async () => {
   box = await docker.runContainer({ name: UUID, network: 'hk-crash', cmd: sinkCommand(SINK) });
   panel = await startFakePanel(TOKEN);
   panel.heartbeatSeconds = 1;
-  const probe = createServer();
-  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
-  const port = (probe.address() as { port: number }).port;
-  await new Promise((r) => probe.close(r));
+  const port = await freePort();
   apiBase = `http://127.0.0.1:${port}`;
   const tokenFile = join(dir, 'token');
   writeFileSync(tokenFile, TOKEN, { mode: 0o600 });

@@ -5,6 +5,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -92,4 +93,16 @@ export function startHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; na
       return exited;
     },
   };
+}
+
+/**
+ * A TCP port on 127.0.0.1 that was free a moment ago, for daemons whose config needs a port
+ * number up front (a small race, acceptable in tests).
+ */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
 }

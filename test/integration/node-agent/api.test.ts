@@ -6,11 +6,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
+import { freePort, runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
 import { startFakePanel, type FakePanel } from './fake-panel.ts';
 
 const TOKEN = 'ab'.repeat(32);
@@ -23,13 +22,6 @@ let panel: FakePanel;
 let agent: Daemon;
 let base: string;
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 async function api(method: string, path: string, opts: { token?: string | null; body?: string; type?: string } = {}) {
   const headers: Record<string, string> = {};

@@ -10,25 +10,18 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { stringify } from 'yaml';
-import { startHostkit, type Daemon } from '../hostkit-process.ts';
+import { freePort, startHostkit, type Daemon } from '../hostkit-process.ts';
 
 export const ADMIN_TOKEN = 'admin-token-0123456789abcdef';
 export const OPERATOR_TOKEN = 'operator-token-0123456789ab';
 export const READONLY_TOKEN = 'readonly-token-0123456789ab';
 
 /** A port that was free a moment ago (the proxy's config cannot say port 0). */
-export async function freePort(): Promise<number> {
-  const s = createNetServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
+export { freePort };
 
 export interface ProxyRoot {
   dir: string;
