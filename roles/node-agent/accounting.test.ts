@@ -2,27 +2,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { accountServer, activeCombos, counterDelta, desiredSpeeds, newServerState, unthrottle, type Limits, type ServerState } from './accounting.ts';
 import { GIB } from '../../src/lib/units.ts';
+import { LIMIT_DEFAULTS } from './limits.ts';
 
 const UUID = '0b1c2d3e-4f50-4617-8899-aabbccddeeff';
 const T0 = Date.parse('2026-11-25T10:00:00Z'); // Wednesday
 
 function limits(over: Partial<Limits> = {}): Limits {
-  return {
-    uuid: UUID,
-    enabled: true,
-    rx_speed_mbps: 100,
-    tx_speed_mbps: 50,
-    rx_quota_day_gb: 0,
-    rx_quota_week_gb: 0,
-    rx_quota_month_gb: 0,
-    tx_quota_day_gb: 0,
-    tx_quota_week_gb: 0,
-    tx_quota_month_gb: 0,
-    exceed_action: 'throttle',
-    throttle_rx_mbps: 5,
-    throttle_tx_mbps: 4,
-    ...over,
-  };
+  return { ...LIMIT_DEFAULTS, uuid: UUID, rx_speed_mbps: 100, tx_speed_mbps: 50, throttle_tx_mbps: 4, ...over };
 }
 
 /** Runs cycles of (seconds after T0, rx counter, tx counter) and returns the final state and every event type. */

@@ -21,7 +21,8 @@ const INT_FIELDS = [
   'throttle_tx_mbps',
 ] as const;
 
-const DEFAULTS: Omit<Limits, 'uuid'> = {
+/** The override-row defaults of spec/1 §2.9: what a limits entry's missing fields become. */
+export const LIMIT_DEFAULTS: Readonly<Omit<Limits, 'uuid'>> = {
   enabled: true,
   rx_speed_mbps: 0,
   tx_speed_mbps: 0,
@@ -41,7 +42,7 @@ export function normalizeEntry(raw: unknown): Limits | string {
   if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return 'entry is not an object';
   const e = raw as Record<string, unknown>;
   if (typeof e['uuid'] !== 'string' || !UUID.test(e['uuid'])) return 'uuid missing or not a UUID';
-  const out: Limits = { ...DEFAULTS, uuid: e['uuid'].toLowerCase() };
+  const out: Limits = { ...LIMIT_DEFAULTS, uuid: e['uuid'].toLowerCase() };
   if (e['enabled'] !== undefined) {
     if (typeof e['enabled'] !== 'boolean') return 'enabled must be a boolean';
     out.enabled = e['enabled'];

@@ -16,6 +16,7 @@ import { hostVethOf } from '../../src/lib/veth.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import { freePort, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
+import { LIMIT_DEFAULTS } from '../../roles/node-agent/limits.ts';
 import { measureDown, measureUp, push } from './traffic.ts';
 import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
@@ -35,22 +36,8 @@ let agent: Daemon;
 let apiBase: string;
 
 function limitsEntry(uuid: string, over: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    uuid,
-    enabled: true,
-    rx_speed_mbps: 0,
-    tx_speed_mbps: 0,
-    rx_quota_day_gb: 0,
-    rx_quota_week_gb: 0,
-    rx_quota_month_gb: 0,
-    tx_quota_day_gb: 0,
-    tx_quota_week_gb: 0,
-    tx_quota_month_gb: 0,
-    exceed_action: 'throttle',
-    throttle_rx_mbps: 10,
-    throttle_tx_mbps: 10,
-    ...over,
-  };
+  // Every field sent, as the panel does.
+  return { ...LIMIT_DEFAULTS, uuid, throttle_rx_mbps: 10, throttle_tx_mbps: 10, ...over };
 }
 
 let version = 1;
