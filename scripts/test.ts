@@ -21,7 +21,8 @@ interface Suite {
 }
 
 // Suites that measure throughput (netns, docker) run one file at a time so they do not disturb
-// each other's measurements; the others use both cores.
+// each other's measurements; headless Chromium needs a core of its own, so browser files also run
+// one at a time; the others use both cores.
 const SUITES: Suite[] = [
   { name: 'unit', globs: ['src/**/*.test.ts', 'roles/**/*.test.ts', 'scripts/**/*.test.ts'], concurrency: 2 },
   {
@@ -30,6 +31,7 @@ const SUITES: Suite[] = [
     concurrency: 2,
     before: () => execFileSync(process.execPath, [join(ROOT, 'scripts', 'build.ts')], { stdio: 'inherit' }),
   },
+  { name: 'browser', globs: ['test/browser/**/*.test.ts'], concurrency: 1 },
   { name: 'netns', globs: ['test/netns/**/*.test.ts'], concurrency: 1 },
   { name: 'docker', globs: ['test/docker/**/*.test.ts'], concurrency: 1 },
 ];
