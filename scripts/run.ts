@@ -3,7 +3,7 @@
  * configs written under .cache/run/ from embedded defaults, and prints where to look. Ctrl-C
  * stops them all.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
@@ -33,10 +33,38 @@ function start(name: string, args: string[], env: NodeJS.ProcessEnv = {}): Child
   return child;
 }
 
+/**
+ * The panel's config, and on the first run its first administrator (password printed this once)
+ * and a node for the local agent whose pairing token becomes the agent's token file.
+ */
+function preparePanel(tokenFile: string): string {
+  const config = join(RUN, 'panel.yaml');
+  writeFileSync(
+    config,
+    stringify({
+      listen: PANEL_URL.replace('http://', ''),
+      base_url: PANEL_URL,
+      data_dir: join(RUN, 'panel'),
+      volumes_dir: join(RUN, 'volumes'),
+      logging: { file: join(RUN, 'panel.log'), format: 'text' },
+    }),
+  );
+  const marker = join(RUN, 'panel', 'first-admin');
+  if (!existsSync(marker)) {
+    const panel = (...args: string[]): string => execFileSync(EXE, ['panel', ...args, '--config', config], { encoding: 'utf8' });
+    const admin = JSON.parse(panel('user', 'create', '--username', 'admin', '--email', 'admin@localhost', '--admin', '--json')) as { meta: { password: string } };
+    const node = JSON.parse(panel('node', 'create', '--name', 'local', '--fqdn', '127.0.0.1', '--port', String(AGENT_PORT), '--json')) as { meta: { pairing_token: string } };
+    writeFileSync(tokenFile, `${node.meta.pairing_token}\n`, { mode: 0o600 });
+    writeFileSync(marker, 'admin\n');
+    say(`\nfirst panel administrator: admin / ${admin.meta.password}   (printed once; 2FA enrolment follows the first login)\n`);
+  }
+  return config;
+}
+
 function main(): void {
   mkdirSync(RUN, { recursive: true });
   const tokenFile = join(RUN, 'node-token');
-  if (!existsSync(tokenFile)) writeFileSync(tokenFile, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  const panelConfig = preparePanel(tokenFile);
   const agentConfig = join(RUN, 'node-agent.yaml');
   writeFileSync(
     agentConfig,
@@ -75,6 +103,7 @@ function main(): void {
     }),
   );
   const children = [
+    start('panel', ['panel', 'serve', '--config', panelConfig]),
     start('node-agent', ['node-agent', 'serve', '--config', agentConfig]),
     start('proxy', ['proxy', '--root', proxyRoot]),
     start('bandwidthd', ['bandwidthd', 'serve', '--config', bandwidthdConfig]),
@@ -84,13 +113,14 @@ function main(): void {
     [
       '',
       'hostkit is running on loopback:',
+      `  panel            ${PANEL_URL}/auth/login   (client API ${PANEL_URL}/api/client, application API ${PANEL_URL}/api/application)`,
+      `  panel CLI        ${EXE} panel --help   (e.g. panel key create --user admin --type application --config ${panelConfig})`,
       `  node agent API   http://127.0.0.1:${AGENT_PORT}/api/v1/health   (bearer token: ${token})`,
       `  node agent CLI   ${EXE} node-agent status --config ${agentConfig}`,
       `  reverse proxy    http://localhost:${PROXY_HTTP.split(':')[1]}/api/v1/health   (site files in ${proxyRoot}/sites.d, hot-reloaded)`,
       `  proxy admin API  http://${PROXY_ADMIN}/api/v1/sites   (bearer token: ${adminToken})`,
       `  container daemon ${EXE} bandwidthd status --config ${bandwidthdConfig}   (set docker.endpoint to an engine to shape its containers)`,
       `  logs             ${RUN}/*.log`,
-      `The agent registers with the panel at ${PANEL_URL} once the panel role exists; until then it retries and keeps serving.`,
       'Ctrl-C stops everything.',
       '',
     ].join('\n'),

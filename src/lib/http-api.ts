@@ -62,7 +62,15 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     logger: false,
     return503OnClosing: true,
   });
+  return { app, ...installEnvelope(app, opts) };
+}
 
+/**
+ * Puts the envelope on every answer of `scope` (a whole server, or one plugin of a larger app
+ * such as the panel's node-facing API): its not-found and error handlers. Returns the helpers
+ * routes use.
+ */
+export function installEnvelope(scope: FastifyInstance, opts: Omit<ApiServerOptions, 'bodyLimit'> & { bodyLimit?: number }): Omit<ApiServer, 'app'> {
   const ok = <T>(data: T): Envelope<T> => ({
     success: true,
     data,
@@ -72,8 +80,8 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
   const fail = (reply: FastifyReply, status: number, code: string, message: string): FastifyReply =>
     reply.code(status).type('application/json').send(failureEnvelope(opts.version, code, message));
 
-  app.setNotFoundHandler((req, reply) => fail(reply, 404, 'ERR_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
-  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+  scope.setNotFoundHandler((req, reply) => fail(reply, 404, 'ERR_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
+  scope.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     if (isMapped(err)) return fail(reply, err.status, err.code, err.message);
     switch (err.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -88,7 +96,15 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     opts.logger?.error({ err, url: req.url, method: req.method }, 'request failed');
     return fail(reply, 500, 'ERR_INTERNAL', 'internal error');
   });
-  return { app, ok, fail };
+  return { ok, fail };
+}
+
+/** What a failed generated validator names first: `field.path: message` (spec/1 §7: the first failing field). */
+export function firstFailure(errors: readonly { keyword: string; instancePath: string; params: Record<string, unknown>; message?: string }[] | null | undefined): string {
+  const e = errors?.[0];
+  if (!e) return 'body: invalid';
+  const field = e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath;
+  return `${field.replace(/^\//, '').replace(/\//g, '.') || 'body'}: ${e.message ?? 'invalid'}`;
 }
 
 /**

@@ -8,6 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { validateEventsRequest, validateHeartbeatRequest, validateRegisterRequest, validateSuspendRequest } from '../../../src/contracts/validators.js';
 import type { SchemaValidator } from '../../../src/core/config-loader.ts';
+import { firstFailure } from '../../../src/lib/http-api.ts';
 import type { EnforcementEvent, LimitsPayload } from '../../../src/contracts/types.ts';
 
 export interface PanelCall {
@@ -44,13 +45,6 @@ function send(res: ServerResponse, status: number, data: unknown, code?: string,
   res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
 }
 
-function firstFailure(v: SchemaValidator<unknown>): string {
-  const e = v.errors?.[0];
-  if (!e) return 'body';
-  const field = e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath;
-  return `${field.replace(/^\//, '').replace(/\//g, '.') || 'body'}: ${e.message ?? 'invalid'}`;
-}
-
 /** Starts the fake panel on 127.0.0.1 (port 0) with the given pairing token. */
 export async function startFakePanel(token: string): Promise<FakePanel> {
   const panel: FakePanel = {
@@ -83,7 +77,7 @@ export async function startFakePanel(token: string): Promise<FakePanel> {
     panel.calls.push({ method: req.method ?? '', path, body, at: Date.now() });
     const check = (v: SchemaValidator<unknown>): boolean => {
       if (v(body)) return true;
-      send(res, 422, null, 'ERR_VALIDATION', firstFailure(v));
+      send(res, 422, null, 'ERR_VALIDATION', firstFailure(v.errors));
       return false;
     };
     if (req.method === 'POST' && path === '/register') {

@@ -1,0 +1,116 @@
+/**
+ * The panel's management commands (`hostkit panel user|node|key create`, `mail test`): they open
+ * the same store as the running panel (SQLite allows the second writer to wait its turn), print
+ * for people or JSON with --json, and show a secret (password, pairing token, API key) once.
+ */
+import { AppError } from '../../src/core/app-error.ts';
+import { printLine as print } from '../../src/lib/cli-format.ts';
+import { randomAlnum } from './auth/secrets.ts';
+import { openPanel } from './panel.ts';
+import { apiKeyAttributes, createApiKey, type KeyType } from './services/api-keys.ts';
+import { createNode, nodeAttributes } from './services/infrastructure.ts';
+import { createUser, userAttributes } from './services/users.ts';
+import type { PanelContext } from './context.ts';
+import type { UserRow } from './store/records.ts';
+
+/** Runs `fn` with an open panel and closes it whatever happens. */
+async function withPanel<T>(configPath: string, fn: (ctx: PanelContext) => Promise<T>): Promise<T> {
+  const panel = openPanel(configPath, { quiet: true });
+  try {
+    return await fn(panel.ctx);
+  } finally {
+    await panel.close();
+  }
+}
+
+export interface UserCreateOptions {
+  config: string;
+  username: string;
+  email: string;
+  password?: string;
+  admin?: boolean;
+  firstName?: string;
+  lastName?: string;
+  json?: boolean;
+}
+
+/** `user create`: without --password a random one is generated and printed once. */
+export async function userCreateCommand(o: UserCreateOptions): Promise<void> {
+  const password = o.password ?? randomAlnum(20);
+  const user = await withPanel(o.config, async (ctx) => {
+    const u = await createUser(ctx, { username: o.username, email: o.email, password, root_admin: o.admin === true, first_name: o.firstName ?? '', last_name: o.lastName ?? '' });
+    await ctx.activity.log({ event: 'admin:user.create', subject: { type: 'user', id: u.id }, properties: { via: 'cli' } });
+    return u;
+  });
+  if (o.json === true) return print(JSON.stringify({ object: 'user', attributes: userAttributes(user), ...(o.password === undefined ? { meta: { password } } : {}) }, null, 2));
+  print(`created ${user.root_admin === 1 ? 'administrator' : 'user'} ${user.username} <${user.email}> (id ${user.id})`);
+  if (o.password === undefined) print(`password: ${password}\n(shown once: note it now)`);
+}
+
+export interface NodeCreateOptions {
+  config: string;
+  name: string;
+  fqdn: string;
+  location?: string;
+  scheme?: string;
+  port?: string;
+  json?: boolean;
+}
+
+/** `node create`: prints the node and its pairing token, which is not shown again. */
+export async function nodeCreateCommand(o: NodeCreateOptions): Promise<void> {
+  const { node, token } = await withPanel(o.config, async (ctx) => {
+    const created = await createNode(ctx, {
+      name: o.name,
+      fqdn: o.fqdn,
+      ...(o.location !== undefined ? { location_id: intOption('--location', o.location) } : {}),
+      ...(o.scheme !== undefined ? { scheme: o.scheme } : {}),
+      ...(o.port !== undefined ? { daemon_listen: intOption('--port', o.port) } : {}),
+    });
+    await ctx.activity.log({ event: 'admin:node.create', subject: { type: 'node', id: created.node.id }, properties: { via: 'cli' } });
+    return created;
+  });
+  if (o.json === true) return print(JSON.stringify({ object: 'node', attributes: nodeAttributes(node), meta: { pairing_token: token } }, null, 2));
+  print(`created node ${node.name} (id ${node.id}, ${node.scheme}://${node.fqdn}:${node.daemon_listen})`);
+  print(`pairing token: ${token}\n(shown once: write it to the node's token file, mode 0600)`);
+}
+
+function intOption(flag: string, value: string): number {
+  if (!/^\d+$/.test(value)) throw new AppError('ERR_USAGE', `${flag} must be a whole number (got ${JSON.stringify(value)})`);
+  return Number(value);
+}
+
+/** A user by id, username or email. */
+async function findUser(ctx: PanelContext, ref: string): Promise<UserRow> {
+  const user = /^\d+$/.test(ref)
+    ? await ctx.store.users.find(Number(ref))
+    : ((await ctx.store.users.findBy({ username: ref })) ?? (await ctx.store.users.findBy({ email: ref.toLowerCase() })));
+  if (user === undefined) throw new AppError('ERR_NOT_FOUND', `no user ${JSON.stringify(ref)} (give an id, username or email)`);
+  return user;
+}
+
+export interface KeyCreateOptions {
+  config: string;
+  user: string;
+  type: string;
+  memo?: string;
+  json?: boolean;
+}
+
+/** `key create`: prints the full key once. */
+export async function keyCreateCommand(o: KeyCreateOptions): Promise<void> {
+  if (o.type !== 'client' && o.type !== 'application') throw new AppError('ERR_USAGE', `--type must be client or application (got ${JSON.stringify(o.type)})`);
+  const type: KeyType = o.type;
+  const { key, token } = await withPanel(o.config, async (ctx) => createApiKey(ctx, (await findUser(ctx, o.user)).id, type, o.memo !== undefined ? { memo: o.memo } : {}));
+  if (o.json === true) return print(JSON.stringify({ object: 'api_key', attributes: apiKeyAttributes(key), meta: { secret_token: token } }, null, 2));
+  print(`created ${type} API key ${key.identifier}`);
+  print(`key: ${token}\n(shown once: use it as "Authorization: Bearer <key>")`);
+}
+
+/** `mail test`: sends one mail through the configured SMTP server; exit 1 with its answer on failure. */
+export async function mailTestCommand(o: { config: string; to: string }): Promise<void> {
+  await withPanel(o.config, async (ctx) => {
+    await ctx.mailer.send({ to: o.to, subject: 'hostkit panel mail test', text: `This is a test mail from the panel at ${ctx.config.base_url}.\n` });
+  });
+  print(`mail sent to ${o.to}`);
+}

@@ -1,0 +1,48 @@
+/**
+ * The panel's HTTP server: one Fastify instance for the client API (/api/client), the application
+ * API (/api/application), the admin web pages (everything else) and, through addons, their own
+ * routes. Errors are mapped in one place: the API error envelope under /api/, an HTML page
+ * elsewhere.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import { AppError, isAppError } from '../../../src/core/app-error.ts';
+import type { PanelContext } from '../context.ts';
+import { registerWebRoutes, renderErrorPage } from '../web/index.ts';
+import { apiErrors } from './api-format.ts';
+import { registerApplicationApi } from './application-api.ts';
+import { BODY_LIMIT, registerClientApi } from './client-api.ts';
+
+/** Translates Fastify's own errors (bad JSON, too large, ...) to AppErrors. */
+function normalize(err: Error & { code?: string; statusCode?: number }): unknown {
+  if (isAppError(err)) return err;
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('ERR_TOO_LARGE', `the request body is larger than ${BODY_LIMIT} bytes`, { status: 413 });
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('ERR_MEDIA_TYPE', 'unsupported request content type', { status: 415 });
+  }
+  if (err instanceof SyntaxError || err.statusCode === 400) return new AppError('ERR_BAD_REQUEST', 'the request is malformed', { status: 400 });
+  if (err.statusCode === 403 && err.code?.startsWith('FST_CSRF') === true) return new AppError('ERR_CSRF', 'the form expired or did not come from this panel; reload the page and try again', { status: 403 });
+  return err;
+}
+
+/** Builds the app with every route registered; the caller listens and closes it. */
+export async function createPanelApp(ctx: PanelContext): Promise<FastifyInstance> {
+  const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true });
+  app.setErrorHandler((raw: Error & { code?: string; statusCode?: number }, req, reply) => {
+    const err = normalize(raw);
+    if (!isAppError(err)) ctx.logger.error({ err: raw, url: req.url, method: req.method }, 'request failed');
+    const { status, body } = apiErrors(err);
+    if (req.url.startsWith('/api/')) return reply.code(status).type('application/json').send(body);
+    return reply.code(status).type('text/html; charset=utf-8').send(renderErrorPage(status, body.errors[0]?.detail ?? 'error'));
+  });
+  app.setNotFoundHandler((req, reply) => {
+    const err = new AppError('ERR_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0] ?? ''}`, { status: 404 });
+    if (req.url.startsWith('/api/')) return reply.code(404).type('application/json').send(apiErrors(err).body);
+    return reply.code(404).type('text/html; charset=utf-8').send(renderErrorPage(404, 'page not found'));
+  });
+  await app.register(async (api) => registerApplicationApi(api, ctx), { prefix: '/api/application' });
+  await app.register(async (api) => registerClientApi(api, ctx), { prefix: '/api/client' });
+  await app.register(async (web) => registerWebRoutes(web, ctx));
+  return app;
+}

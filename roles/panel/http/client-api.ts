@@ -1,0 +1,186 @@
+/**
+ * The client API (`/api/client`): what a user does with their own account and the servers they
+ * own or are a subuser of, with Pterodactyl's paths and shapes: the server list, account and API
+ * keys, server details and rename, subusers, and the file manager on the server's volume. A server
+ * the key's user cannot access answers 404, exactly like one that does not exist.
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AppError } from '../../../src/core/app-error.ts';
+import { MIB } from '../../../src/lib/units.ts';
+import type { PanelContext } from '../context.ts';
+import { activityAttributes } from '../services/activity.ts';
+import { apiKeyAttributes, createApiKey } from '../services/api-keys.ts';
+import { found } from '../services/records.ts';
+import {
+  accessibleServers,
+  accessServer,
+  addSubuser,
+  requirePermission,
+  subuserAttributes,
+  subuserOf,
+  updateSubuser,
+  type ServerAccess,
+} from '../services/server-access.ts';
+import { clientServerAttributes, updateServerDetails } from '../services/servers.ts';
+import { userAttributes } from '../services/users.ts';
+import { createValidator, NAME, TEXT } from '../services/validation.ts';
+import type { ServerRow } from '../store/records.ts';
+import { createVolumeFiles } from '../volume-files.ts';
+import { item, list, plainList } from './api-format.ts';
+import { apiActor, apiUser, pageQuery, requireApiKey } from './api-auth.ts';
+
+type Params = Record<string, string | undefined>;
+
+/** Largest request body of the panel: the file editor reads and writes files up to this size. */
+export const BODY_LIMIT = 10 * MIB;
+
+const validateRename = createValidator<{ name: string; description?: string }>({ required: ['name'], properties: { name: NAME, description: TEXT } });
+const PATH = { type: 'string', maxLength: 4096 };
+const validateRenameFiles = createValidator<{ root?: string; files: { from: string; to: string }[] }>({
+  required: ['files'],
+  properties: { root: PATH, files: { type: 'array', minItems: 1, maxItems: 1000, items: { type: 'object', required: ['from', 'to'], additionalProperties: false, properties: { from: PATH, to: PATH } } } },
+});
+const validateFolder = createValidator<{ root?: string; name: string }>({ required: ['name'], properties: { root: PATH, name: { type: 'string', minLength: 1, maxLength: 255 } } });
+const validateDelete = createValidator<{ root?: string; files: string[] }>({
+  required: ['files'],
+  properties: { root: PATH, files: { type: 'array', minItems: 1, maxItems: 1000, items: PATH } },
+});
+
+/** A query parameter that must be present (`?file=`), else 422 naming it. */
+function queryParam(req: FastifyRequest, name: string, fallback?: string): string {
+  const v = (req.query as Record<string, unknown>)[name];
+  if (typeof v === 'string' && v !== '') return v;
+  if (fallback !== undefined) return fallback;
+  throw new AppError('ERR_VALIDATION', `the ${name} query parameter is required`, { status: 422, cause: { field: name } });
+}
+
+/** Registers the routes on the /api/client scope; runs once at app build. */
+export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void {
+  requireApiKey(api, ctx, 'client');
+  const files = createVolumeFiles({ volumesDir: ctx.config.volumes_dir });
+  const access = (req: FastifyRequest, ...permissions: string[]): Promise<ServerAccess> =>
+    accessServer(ctx, apiUser(req), (req.params as Params).server ?? '').then((a) => {
+      requirePermission(a, ...permissions);
+      return a;
+    });
+  const log = (req: FastifyRequest, event: string, server: ServerRow, properties: Record<string, unknown> = {}): Promise<void> =>
+    ctx.activity.log({ event, actor: apiActor(req), subject: { type: 'server', id: server.id }, properties, ip: req.ip });
+  const nodeName = async (s: ServerRow): Promise<string> => (await ctx.store.nodes.find(s.node_id))?.name ?? '';
+
+  api.get('/', async (req) => {
+    const user = apiUser(req);
+    const servers = await accessibleServers(ctx, user);
+    const rows = await Promise.all(servers.map(async (s) => ({ s, node: await nodeName(s) })));
+    return plainList('server', rows, ({ s, node }) => clientServerAttributes(s, { isOwner: s.owner_id === user.id, node }));
+  });
+  api.get('/permissions', () => ({ object: 'system_permissions', attributes: { permissions: [...ctx.permissions].sort() } }));
+  api.get('/account', (req) => item('user', userAttributes(apiUser(req))));
+  api.get('/account/api-keys', async (req) => plainList('api_key', await ctx.store.apiKeys.all({ user_id: apiUser(req).id, key_type: 'client' }), apiKeyAttributes));
+  api.post('/account/api-keys', async (req, reply) => {
+    const { description, allowed_ips } = (req.body ?? {}) as { description?: unknown; allowed_ips?: unknown };
+    const created = await createApiKey(ctx, apiUser(req).id, 'client', { ...(description !== undefined ? { memo: description } : {}), ...(allowed_ips !== undefined ? { allowed_ips } : {}) });
+    return reply.code(201).send({ ...item('api_key', apiKeyAttributes(created.key)), meta: { secret_token: created.token } });
+  });
+  api.delete('/account/api-keys/:identifier', async (req, reply) => {
+    const key = found(await ctx.store.apiKeys.findBy({ identifier: (req.params as Params).identifier ?? '', user_id: apiUser(req).id, key_type: 'client' }), 'API key');
+    await ctx.store.apiKeys.remove(key.id);
+    return reply.code(204).send();
+  });
+
+  api.get('/servers/:server', async (req) => {
+    const a = await access(req);
+    return item('server', clientServerAttributes(a.server, { isOwner: a.isOwner, node: await nodeName(a.server) }));
+  });
+  api.post('/servers/:server/settings/rename', async (req, reply) => {
+    const a = await access(req, 'settings.rename');
+    const v = validateRename(req.body);
+    await updateServerDetails(ctx, a.server.id, v);
+    await log(req, 'server:settings.rename', a.server, { old: a.server.name, new: v.name });
+    return reply.code(204).send();
+  });
+  api.get('/servers/:server/activity', async (req) => {
+    const a = await access(req, 'activity.read');
+    const q = pageQuery(req.query);
+    return list('activity_log', await ctx.store.activity.list({ filter: { subject_type: 'server', subject_id: a.server.id }, sort: '-id', page: q.page, perPage: q.perPage }), activityAttributes);
+  });
+
+  api.get('/servers/:server/users', async (req) => {
+    const a = await access(req, 'user.read');
+    const subs = await ctx.store.subusers.all({ server_id: a.server.id });
+    const rows = await Promise.all(subs.map(async (sub) => ({ sub, user: found(await ctx.store.users.find(sub.user_id), 'user') })));
+    return plainList('server_subuser', rows, ({ sub, user }) => subuserAttributes(sub, user));
+  });
+  api.post('/servers/:server/users', async (req) => {
+    const a = await access(req, 'user.create');
+    const sub = await addSubuser(ctx, a.server, req.body);
+    const user = found(await ctx.store.users.find(sub.user_id), 'user');
+    await log(req, 'server:subuser.create', a.server, { email: user.email, permissions: JSON.parse(sub.permissions) as unknown });
+    return item('server_subuser', subuserAttributes(sub, user));
+  });
+  api.get('/servers/:server/users/:user', async (req) => {
+    const a = await access(req, 'user.read');
+    const { sub, user } = await subuserOf(ctx, a.server, (req.params as Params).user ?? '');
+    return item('server_subuser', subuserAttributes(sub, user));
+  });
+  api.post('/servers/:server/users/:user', async (req) => {
+    const a = await access(req, 'user.update');
+    const { sub, user } = await subuserOf(ctx, a.server, (req.params as Params).user ?? '');
+    if (user.id === apiUser(req).id) throw new AppError('ERR_FORBIDDEN', 'you cannot change your own permissions', { status: 403 });
+    const updated = await updateSubuser(ctx, sub, req.body);
+    await log(req, 'server:subuser.update', a.server, { email: user.email, permissions: JSON.parse(updated.permissions) as unknown });
+    return item('server_subuser', subuserAttributes(updated, user));
+  });
+  api.delete('/servers/:server/users/:user', async (req, reply) => {
+    const a = await access(req, 'user.delete');
+    const { sub, user } = await subuserOf(ctx, a.server, (req.params as Params).user ?? '');
+    await ctx.store.subusers.remove(sub.id);
+    await log(req, 'server:subuser.delete', a.server, { email: user.email });
+    return reply.code(204).send();
+  });
+
+  api.get('/servers/:server/files/list', async (req) => {
+    const a = await access(req, 'file.read');
+    return { object: 'list', data: await files.list(a.server.uuid, queryParam(req, 'directory', '/')) };
+  });
+  api.get('/servers/:server/files/contents', async (req, reply) => {
+    const a = await access(req, 'file.read-content');
+    const file = queryParam(req, 'file');
+    const data = await files.contents(a.server.uuid, file, BODY_LIMIT);
+    await log(req, 'server:file.read', a.server, { file });
+    return reply.type('text/plain; charset=utf-8').send(data);
+  });
+  api.put('/servers/:server/files/rename', async (req, reply) => {
+    const a = await access(req, 'file.update');
+    const v = validateRenameFiles(req.body);
+    await files.rename(a.server.uuid, v.root ?? '/', v.files);
+    await log(req, 'server:file.rename', a.server, { directory: v.root ?? '/', files: v.files });
+    return reply.code(204).send();
+  });
+  api.post('/servers/:server/files/create-folder', async (req, reply) => {
+    const a = await access(req, 'file.create');
+    const v = validateFolder(req.body);
+    await files.createFolder(a.server.uuid, v.root ?? '/', v.name);
+    await log(req, 'server:file.create-directory', a.server, { directory: v.root ?? '/', name: v.name });
+    return reply.code(204).send();
+  });
+  api.post('/servers/:server/files/delete', async (req, reply) => {
+    const a = await access(req, 'file.delete');
+    const v = validateDelete(req.body);
+    await files.delete(a.server.uuid, v.root ?? '/', v.files);
+    await log(req, 'server:file.delete', a.server, { directory: v.root ?? '/', files: v.files });
+    return reply.code(204).send();
+  });
+  // The editor posts the raw file, whatever content type it claims.
+  void api.register(async (raw) => {
+    raw.removeAllContentTypeParsers();
+    raw.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+    raw.post('/servers/:server/files/write', async (req, reply) => {
+      const a = await access(req, 'file.update');
+      const file = queryParam(req, 'file');
+      const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      await files.write(a.server.uuid, file, body);
+      await log(req, 'server:file.write', a.server, { file, bytes: body.length });
+      return reply.code(204).send();
+    });
+  });
+}

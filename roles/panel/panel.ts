@@ -1,0 +1,44 @@
+/**
+ * Opens a panel for serve and for the CLI commands: loads the config (refusing on any problem),
+ * prepares data_dir (mode 0750), loads or creates the app key, opens the store and builds the
+ * PanelContext. The caller closes it.
+ */
+import { mkdirSync } from 'node:fs';
+import { createLogger, type AppLogger } from '../../src/core/logger.ts';
+import { loadAppKey, appKeyPath } from './app-key.ts';
+import { loadPanelConfig } from './config.ts';
+import type { PanelContext } from './context.ts';
+import { createMailer } from './mailer.ts';
+import { createActivityLog } from './services/activity.ts';
+import { createPermissionRegistry } from './services/permissions.ts';
+import { openPanelStore } from './store/store.ts';
+
+export interface OpenPanel {
+  ctx: PanelContext;
+  logger: AppLogger;
+  warnings: string[];
+  /** True when this open generated the app key (first start). */
+  appKeyCreated: boolean;
+  close(): Promise<void>;
+}
+
+/** `quiet` turns console logging off (CLI commands print their own lines). */
+export function openPanel(configPath: string, opts: { quiet?: boolean } = {}): OpenPanel {
+  const { config, warnings } = loadPanelConfig(configPath);
+  const logger = createLogger({ name: 'panel', ...config.logging, ...(opts.quiet === true ? { console: false } : {}), redactKeys: ['password', 'token', 'totp_secret', 'secret_token', 'pairing_token'] });
+  mkdirSync(config.data_dir, { recursive: true, mode: 0o750 });
+  const { key, created } = loadAppKey(appKeyPath(config.data_dir, config.app_key_file));
+  const store = openPanelStore(config.data_dir);
+  const activity = createActivityLog(store, (err) => logger.error({ err }, 'could not write an activity log entry'));
+  const ctx: PanelContext = { config, store, appKey: key, logger, activity, mailer: createMailer(config.mail), hooks: { serverSuspension: [], serverCreated: [], serverDeleted: [] }, permissions: createPermissionRegistry() };
+  return {
+    ctx,
+    logger,
+    warnings,
+    appKeyCreated: created,
+    async close() {
+      store.close();
+      await logger.close();
+    },
+  };
+}

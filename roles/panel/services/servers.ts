@@ -1,0 +1,180 @@
+/**
+ * Servers: creation on a node's free allocation from an egg, updates of details and build limits,
+ * suspension (a service the addons hook), deletion, and the client/application attributes. The
+ * 8-character identifier is the first block of the UUID, as in Pterodactyl; the rare clash is
+ * retried with a new UUID.
+ */
+import { randomUUID } from 'node:crypto';
+import { isAppError } from '../../../src/core/app-error.ts';
+import type { PanelContext } from '../context.ts';
+import type { ServerRow } from '../store/records.ts';
+import { created, found, now } from './records.ts';
+import { COUNT, createValidator, ID, NAME, TEXT, validationError } from './validation.ts';
+
+const limitProps = {
+  memory: COUNT,
+  swap: { type: 'integer', minimum: -1 },
+  disk: COUNT,
+  io: { type: 'integer', minimum: 10, maximum: 1000 },
+  cpu: COUNT,
+  threads: { type: ['string', 'null'], maxLength: 191, pattern: '^[0-9,-]*$', description: 'must list CPU cores like 0-1,3' },
+  databases: COUNT,
+  allocations: COUNT,
+  backups: COUNT,
+};
+const serverProps = { name: NAME, description: TEXT, owner_id: ID, allocation_id: ID, egg_id: ID, image: { type: 'string', maxLength: 255 }, startup: { type: 'string', maxLength: 4000 }, ...limitProps };
+
+export type ServerInput = {
+  name: string;
+  owner_id: number;
+  allocation_id: number;
+  egg_id: number;
+  description?: string;
+  image?: string;
+  startup?: string;
+} & { [K in keyof typeof limitProps]?: K extends 'threads' ? string | null : number };
+
+const validateCreate = createValidator<ServerInput>({ required: ['name', 'owner_id', 'allocation_id', 'egg_id'], properties: serverProps });
+const validateDetails = createValidator<Partial<ServerInput>>({ properties: { name: NAME, description: TEXT, owner_id: ID } });
+const validateBuild = createValidator<Partial<ServerInput>>({ properties: { allocation_id: ID, ...limitProps } });
+
+/** Creates a server on the node of its allocation; fails with ERR_VALIDATION when the allocation is taken. */
+export async function createServer(ctx: PanelContext, input: unknown): Promise<ServerRow> {
+  const v = validateCreate(input);
+  found(await ctx.store.users.find(v.owner_id), 'user');
+  const egg = found(await ctx.store.eggs.find(v.egg_id), 'egg');
+  const allocation = found(await ctx.store.allocations.find(v.allocation_id), 'allocation');
+  for (let attempt = 0; ; attempt++) {
+    const uuid = randomUUID();
+    let server: ServerRow;
+    try {
+      server = await ctx.store.createServer({
+        uuid,
+        identifier: uuid.slice(0, 8),
+        name: v.name,
+        description: v.description ?? '',
+        owner_id: v.owner_id,
+        node_id: allocation.node_id,
+        allocation_id: allocation.id,
+        nest_id: egg.nest_id,
+        egg_id: egg.id,
+        memory: v.memory ?? 0,
+        swap: v.swap ?? 0,
+        disk: v.disk ?? 0,
+        io: v.io ?? 500,
+        cpu: v.cpu ?? 0,
+        threads: v.threads ?? null,
+        oom_disabled: 1,
+        databases: v.databases ?? 0,
+        allocations: v.allocations ?? 0,
+        backups: v.backups ?? 0,
+        image: v.image !== undefined && v.image !== '' ? v.image : egg.docker_image,
+        startup: v.startup !== undefined && v.startup !== '' ? v.startup : egg.startup,
+        suspended: 0,
+        ...created(),
+      });
+    } catch (err) {
+      const field = (isAppError(err, 'ERR_VALIDATION') ? (err.cause as { field?: string } | undefined)?.field : undefined) ?? '';
+      if (attempt < 3 && (field === 'identifier' || field === 'uuid')) continue;
+      throw err;
+    }
+    await runHooks(ctx, 'serverCreated', server, (hook) => hook(server, (input ?? {}) as Record<string, unknown>));
+    return server;
+  }
+}
+
+/** Runs an addon hook list; a failing hook is logged and never undoes the core change. */
+async function runHooks<K extends keyof PanelContext['hooks']>(ctx: PanelContext, name: K, server: ServerRow, run: (hook: PanelContext['hooks'][K][number]) => Promise<void> | void): Promise<void> {
+  for (const hook of ctx.hooks[name]) {
+    try {
+      await run(hook);
+    } catch (err) {
+      ctx.logger.error({ err, server: server.uuid, hook: name }, 'a %s hook failed; the change stands', name);
+    }
+  }
+}
+
+/** Name, description and owner. */
+export async function updateServerDetails(ctx: PanelContext, id: number, input: unknown): Promise<ServerRow> {
+  const v = validateDetails(input);
+  found(await ctx.store.servers.find(id), 'server');
+  if (v.owner_id !== undefined) found(await ctx.store.users.find(v.owner_id), 'user');
+  return found(await ctx.store.servers.update(id, { ...v, updated_at: now() } as Partial<ServerRow>), 'server');
+}
+
+/** Build limits, and the primary allocation (which must be free or already this server's, on its node). */
+export async function updateServerBuild(ctx: PanelContext, id: number, input: unknown): Promise<ServerRow> {
+  const v = validateBuild(input);
+  const server = found(await ctx.store.servers.find(id), 'server');
+  if (v.allocation_id !== undefined && v.allocation_id !== server.allocation_id) {
+    const a = found(await ctx.store.allocations.find(v.allocation_id), 'allocation');
+    if (a.node_id !== server.node_id || (a.server_id !== null && a.server_id !== id)) {
+      throw validationError([{ field: 'allocation_id', rule: 'available', detail: 'the allocation is not free on this server\'s node' }]);
+    }
+    await ctx.store.allocations.update(a.id, { server_id: id });
+  }
+  return found(await ctx.store.servers.update(id, { ...v, updated_at: now() } as Partial<ServerRow>), 'server');
+}
+
+/**
+ * Suspends or unsuspends; then runs the addons' hooks (a failing hook is logged and the change
+ * stands) and writes `server:suspended` / `server:unsuspended` to the activity log.
+ */
+export async function setSuspended(ctx: PanelContext, id: number, suspended: boolean, actor?: { type: string; id: number }, ip?: string): Promise<ServerRow> {
+  found(await ctx.store.servers.find(id), 'server');
+  const server = found(await ctx.store.servers.update(id, { suspended: suspended ? 1 : 0, updated_at: now() }), 'server');
+  await runHooks(ctx, 'serverSuspension', server, (hook) => hook(server, suspended));
+  await ctx.activity.log({ event: suspended ? 'server:suspended' : 'server:unsuspended', actor, subject: { type: 'server', id }, ip });
+  return server;
+}
+
+/** Deletes the server record; its allocations are released and its subusers removed. */
+export async function deleteServer(ctx: PanelContext, id: number): Promise<void> {
+  const server = found(await ctx.store.servers.find(id), 'server');
+  await ctx.store.servers.remove(id);
+  await runHooks(ctx, 'serverDeleted', server, (hook) => hook(server));
+}
+
+/** The limits object shared by both APIs. */
+function limits(s: ServerRow): Record<string, unknown> {
+  return { memory: s.memory, swap: s.swap, disk: s.disk, io: s.io, cpu: s.cpu, threads: s.threads, oom_disabled: s.oom_disabled === 1 };
+}
+
+/** Application API attributes (ids of related records). */
+export function serverAttributes(s: ServerRow): Record<string, unknown> {
+  return {
+    id: s.id,
+    uuid: s.uuid,
+    identifier: s.identifier,
+    name: s.name,
+    description: s.description,
+    suspended: s.suspended === 1,
+    limits: limits(s),
+    feature_limits: { databases: s.databases, allocations: s.allocations, backups: s.backups },
+    user: s.owner_id,
+    node: s.node_id,
+    allocation: s.allocation_id,
+    nest: s.nest_id,
+    egg: s.egg_id,
+    container: { startup_command: s.startup, image: s.image },
+    created_at: s.created_at,
+    updated_at: s.updated_at,
+  };
+}
+
+/** Client API attributes: what the owner or a subuser sees. */
+export function clientServerAttributes(s: ServerRow, ctx: { isOwner: boolean; node: string }): Record<string, unknown> {
+  return {
+    server_owner: ctx.isOwner,
+    identifier: s.identifier,
+    uuid: s.uuid,
+    name: s.name,
+    node: ctx.node,
+    description: s.description,
+    limits: limits(s),
+    feature_limits: { databases: s.databases, allocations: s.allocations, backups: s.backups },
+    invocation: s.startup,
+    docker_image: s.image,
+    is_suspended: s.suspended === 1,
+  };
+}

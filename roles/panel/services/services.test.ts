@@ -1,0 +1,130 @@
+/**
+ * The panel's services over a real (in-memory) SQLite store: validation messages, password
+ * hashing, pairing tokens, API keys, server creation and the suspension hooks, 2FA enrolment.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { generateSync } from 'otplib';
+import { isAppError } from '../../../src/core/app-error.ts';
+import { hashPassword, verifyPassword } from '../auth/secrets.ts';
+import { beginEnrolment, disableTwoFactor, enableTwoFactor, verifySecondFactor } from '../auth/two-factor.ts';
+import { createAppKey } from '../app-key.ts';
+import { createTestContext } from '../test-context.ts';
+import { authenticateKey, createApiKey } from './api-keys.ts';
+import { createEgg, createNest } from './catalog.ts';
+import { createAllocations, createNode, nodeByToken, resetNodeToken } from './infrastructure.ts';
+import { createServer, setSuspended } from './servers.ts';
+import { createUser, deleteUser } from './users.ts';
+import { problemsOf } from './validation.ts';
+
+async function rejects(p: Promise<unknown>, code: string): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    assert.ok(isAppError(err, code), `expected ${code}, got ${String(err)}`);
+    return err;
+  }
+  assert.fail(`expected ${code}`);
+}
+
+describe('panel services', () => {
+  it('hashes passwords with scrypt and verifies them in constant time', async () => {
+    const h = await hashPassword('correct horse');
+    assert.match(h, /^scrypt\$16384\$8\$1\$/);
+    assert.equal(await verifyPassword('correct horse', h), true);
+    assert.equal(await verifyPassword('wrong', h), false);
+    assert.equal(await verifyPassword('x', 'garbage'), false);
+  });
+
+  it('encrypts secrets with the app key, and another key cannot read them', () => {
+    const a = createAppKey(Buffer.alloc(32, 1));
+    const sealed = a.encrypt('pairing-token');
+    assert.notEqual(sealed, a.encrypt('pairing-token'), 'a fresh IV every time');
+    assert.equal(a.decrypt(sealed), 'pairing-token');
+    assert.throws(() => createAppKey(Buffer.alloc(32, 2)).decrypt(sealed), /cannot be decrypted/);
+  });
+
+  it('lists every bad field of a user at once, and refuses taken names', async () => {
+    const ctx = createTestContext();
+    const err = await rejects(createUser(ctx, { username: 'a b', email: 'nope', password: 'short' }), 'ERR_VALIDATION');
+    assert.deepEqual(problemsOf(err as never).map((p) => p.field).sort(), ['email', 'password', 'username']);
+    const u = await createUser(ctx, { username: 'Alice', email: 'Alice@Example.test', password: 'long enough' });
+    assert.equal(u.email, 'alice@example.test');
+    assert.notEqual(u.password, 'long enough');
+    await rejects(createUser(ctx, { username: 'alice', email: 'other@example.test', password: 'long enough' }), 'ERR_VALIDATION');
+  });
+
+  it('creates nodes with a pairing token found by its prefix and verified by hash', async () => {
+    const ctx = createTestContext();
+    const { node, token } = await createNode(ctx, { name: 'n1', fqdn: 'n1.example.test' });
+    assert.equal(node.daemon_listen, 8480);
+    assert.equal(node.token_id, token.slice(0, 16));
+    assert.notEqual(node.token_hash, token);
+    assert.equal(ctx.appKey.decrypt(node.token_encrypted), token);
+    assert.equal((await nodeByToken(ctx, token))?.id, node.id);
+    assert.equal(await nodeByToken(ctx, token.slice(0, 63) + (token.endsWith('0') ? '1' : '0')), undefined, 'one wrong character');
+    const reset = await resetNodeToken(ctx, node.id);
+    assert.equal(await nodeByToken(ctx, token), undefined, 'a reset invalidates the old token at once');
+    assert.equal((await nodeByToken(ctx, reset.token))?.id, node.id);
+  });
+
+  it('authenticates API keys by type, owner role and allow-list', async () => {
+    const ctx = createTestContext();
+    const admin = await createUser(ctx, { username: 'root', email: 'root@example.test', password: 'long enough', root_admin: true });
+    const user = await createUser(ctx, { username: 'bob', email: 'bob@example.test', password: 'long enough' });
+    const app = await createApiKey(ctx, admin.id, 'application');
+    const client = await createApiKey(ctx, user.id, 'client', { allowed_ips: ['10.0.0.1'] });
+    assert.match(app.token, /^hka_[A-Za-z0-9]{48}$/);
+    assert.equal((await authenticateKey(ctx, 'application', app.token, '127.0.0.1'))?.user.id, admin.id);
+    assert.equal(await authenticateKey(ctx, 'client', app.token, '127.0.0.1'), undefined);
+    assert.equal(await authenticateKey(ctx, 'client', client.token, '127.0.0.1'), undefined, 'outside the allow-list');
+    assert.equal((await authenticateKey(ctx, 'client', client.token, '::ffff:10.0.0.1'))?.user.id, user.id);
+    await rejects(createApiKey(ctx, user.id, 'application'), 'ERR_FORBIDDEN');
+    await ctx.store.users.update(admin.id, { root_admin: 0 });
+    assert.equal(await authenticateKey(ctx, 'application', app.token, '127.0.0.1'), undefined, 'a demoted admin\'s application key stops working');
+  });
+
+  it('creates a server on a free allocation, runs suspension hooks, and protects owners from deletion', async () => {
+    const ctx = createTestContext();
+    const owner = await createUser(ctx, { username: 'owner', email: 'o@example.test', password: 'long enough' });
+    const { node } = await createNode(ctx, { name: 'n1', fqdn: '127.0.0.1' });
+    const [alloc] = await createAllocations(ctx, node.id, { ip: '127.0.0.1', ports: ['25565-25566'] });
+    const nest = await createNest(ctx, { name: 'Games' });
+    const egg = await createEgg(ctx, { nest_id: nest.id, name: 'Paper', docker_image: 'img:1', startup: 'java' });
+    const s = await createServer(ctx, { name: 'S', owner_id: owner.id, allocation_id: alloc?.id, egg_id: egg.id });
+    assert.equal(s.identifier, s.uuid.slice(0, 8));
+    assert.equal((await ctx.store.allocations.find(alloc?.id ?? 0))?.server_id, s.id);
+    await rejects(createServer(ctx, { name: 'T', owner_id: owner.id, allocation_id: alloc?.id, egg_id: egg.id }), 'ERR_VALIDATION');
+    assert.equal((await ctx.store.servers.list()).total, 1, 'a refused server leaves no row behind');
+    const seen: [string, boolean][] = [];
+    ctx.hooks.serverSuspension.push((server, suspended) => void seen.push([server.uuid, suspended]));
+    ctx.hooks.serverSuspension.push(() => {
+      throw new Error('addon failure');
+    });
+    assert.equal((await setSuspended(ctx, s.id, true)).suspended, 1, 'a failing hook does not undo the suspension');
+    await setSuspended(ctx, s.id, false);
+    assert.deepEqual(seen, [[s.uuid, true], [s.uuid, false]]);
+    await rejects(deleteUser(ctx, owner.id), 'ERR_USER_HAS_SERVERS');
+  });
+
+  it('enrols TOTP, refuses replays, and accepts each recovery code once', async () => {
+    const ctx = createTestContext();
+    let user = await createUser(ctx, { username: 'admin', email: 'admin@example.test', password: 'long enough', root_admin: true });
+    const enrol = await beginEnrolment(ctx, user);
+    assert.match(enrol.uri, /^otpauth:\/\/totp\//);
+    assert.match(enrol.qr, /^data:image\/png;base64,/);
+    user = (await ctx.store.users.find(user.id))!;
+    await rejects(enableTwoFactor(ctx, user, '000000'), 'ERR_2FA_CODE');
+    const code = generateSync({ secret: enrol.secret });
+    const recovery = await enableTwoFactor(ctx, user, code);
+    assert.equal(recovery.length, 10);
+    user = (await ctx.store.users.find(user.id))!;
+    assert.equal(user.use_totp, 1);
+    assert.equal(await verifySecondFactor(ctx, user, code), false, 'the same code cannot be used twice');
+    assert.equal(await verifySecondFactor(ctx, user, recovery[0] ?? ''), true);
+    assert.equal(await verifySecondFactor(ctx, user, recovery[0] ?? ''), false, 'a recovery code is single use');
+    await rejects(disableTwoFactor(ctx, user, 'wrong password'), 'ERR_BAD_PASSWORD');
+    await disableTwoFactor(ctx, user, 'long enough');
+    assert.equal((await ctx.store.users.find(user.id))?.use_totp, 0);
+  });
+});

@@ -1,0 +1,96 @@
+/**
+ * Users: create, update and delete with validation and scrypt hashing, and their API attributes.
+ * A user who still owns servers cannot be deleted (like Pterodactyl), so no server is orphaned.
+ */
+import { randomUUID } from 'node:crypto';
+import { AppError } from '../../../src/core/app-error.ts';
+import { hashPassword } from '../auth/secrets.ts';
+import type { PanelContext } from '../context.ts';
+import type { UserRow } from '../store/records.ts';
+import { created, found, now, toColumns } from './records.ts';
+import { createValidator, EMAIL, FLAG, USERNAME } from './validation.ts';
+
+const PASSWORD = { type: 'string', minLength: 8, maxLength: 256 };
+const NAME_PART = { type: 'string', maxLength: 191 };
+
+export interface UserInput {
+  username: string;
+  email: string;
+  first_name?: string;
+  last_name?: string;
+  password: string;
+  root_admin?: boolean;
+}
+
+const validateCreate = createValidator<UserInput>({
+  required: ['username', 'email', 'password'],
+  properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG },
+});
+const validateUpdate = createValidator<Partial<UserInput>>({
+  properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG },
+});
+
+/** Creates a user; throws ERR_VALIDATION for bad input or a taken username/email. */
+export async function createUser(ctx: PanelContext, input: unknown): Promise<UserRow> {
+  const v = validateCreate(input);
+  return ctx.store.users.insert({
+    ...toColumns({ ...v, password: undefined }),
+    uuid: randomUUID(),
+    email: v.email.toLowerCase(),
+    password: await hashPassword(v.password),
+    root_admin: v.root_admin === true ? 1 : 0,
+    ...created(),
+  } as Partial<UserRow>);
+}
+
+/**
+ * Mails a new user their account details (never the password); runs after an admin or the API
+ * created the account. A send failure is logged: the account exists either way.
+ */
+export async function sendWelcomeMail(ctx: PanelContext, user: UserRow): Promise<void> {
+  try {
+    await ctx.mailer.send({
+      to: user.email,
+      subject: 'Your hosting panel account',
+      text: `Hello ${user.username},\n\nan account was created for you on ${ctx.config.base_url}.\nUsername: ${user.username}\nEmail: ${user.email}\n\nSign in at ${ctx.config.base_url}/auth/login with the password your administrator gave you.\n`,
+    });
+    ctx.logger.info({ user: user.username }, 'welcome mail sent to %s', user.email);
+  } catch (err) {
+    ctx.logger.warn({ err, user: user.username }, 'could not send the welcome mail to %s', user.email);
+  }
+}
+
+/** Updates the given fields (a new password is hashed). */
+export async function updateUser(ctx: PanelContext, id: number, input: unknown): Promise<UserRow> {
+  const v = validateUpdate(input);
+  found(await ctx.store.users.find(id), 'user');
+  const values: Partial<UserRow> = { ...toColumns({ ...v, password: undefined }), updated_at: now() } as Partial<UserRow>;
+  if (v.email !== undefined) values.email = v.email.toLowerCase();
+  if (v.password !== undefined) values.password = await hashPassword(v.password);
+  return found(await ctx.store.users.update(id, values), 'user');
+}
+
+/** Deletes a user who owns no servers; their keys, sessions and subuser rows go with them. */
+export async function deleteUser(ctx: PanelContext, id: number): Promise<void> {
+  found(await ctx.store.users.find(id), 'user');
+  if ((await ctx.store.servers.findBy({ owner_id: id })) !== undefined) {
+    throw new AppError('ERR_USER_HAS_SERVERS', 'cannot delete a user that still owns servers: delete or transfer them first', { status: 409 });
+  }
+  await ctx.store.users.remove(id);
+}
+
+/** Pterodactyl-style attributes; never the password hash or TOTP secret. */
+export function userAttributes(u: UserRow): Record<string, unknown> {
+  return {
+    id: u.id,
+    uuid: u.uuid,
+    username: u.username,
+    email: u.email,
+    first_name: u.first_name,
+    last_name: u.last_name,
+    root_admin: u.root_admin === 1,
+    '2fa': u.use_totp === 1,
+    created_at: u.created_at,
+    updated_at: u.updated_at,
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * Input validation of the panel's services: JSON Schemas compiled once with Ajv (the validator
+ * the contracts and Fastify use), failures as one ERR_VALIDATION AppError listing every bad field,
+ * so the APIs, the admin pages and the CLI all reject the same input with the same words.
+ */
+import AjvModule, { type ErrorObject, type ValidateFunction } from 'ajv';
+import { AppError } from '../../../src/core/app-error.ts';
+
+export interface FieldProblem {
+  field: string;
+  rule: string;
+  detail: string;
+}
+
+/** The error every service throws for bad input; `cause` carries the FieldProblem list. */
+export function validationError(problems: FieldProblem[]): AppError {
+  return new AppError('ERR_VALIDATION', problems.map((p) => p.detail).join('; '), { status: 422, cause: { problems } });
+}
+
+/** The FieldProblem list of a validation error (one generic entry for other errors). */
+export function problemsOf(err: AppError): FieldProblem[] {
+  const cause = err.cause as { problems?: FieldProblem[]; field?: string } | undefined;
+  if (cause?.problems !== undefined) return cause.problems;
+  return [{ field: cause?.field ?? '', rule: 'invalid', detail: err.message }];
+}
+
+const ajv = new AjvModule.default({ allErrors: true, coerceTypes: false, useDefaults: true, removeAdditional: true, verbose: true });
+
+function describe(e: ErrorObject): FieldProblem {
+  const path = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
+  const field = e.keyword === 'required' ? [path, String(e.params.missingProperty)].filter(Boolean).join('.') : path;
+  const label = field === '' ? 'the request' : `the ${field} field`;
+  const detail =
+    e.keyword === 'required'
+      ? `${label} is required`
+      : e.keyword === 'pattern' && e.parentSchema?.description !== undefined
+        ? `${label} ${String(e.parentSchema.description)}`
+        : `${label} ${e.message ?? 'is invalid'}`;
+  return { field, rule: e.keyword, detail };
+}
+
+/** Compiles a schema into a function that returns the (defaulted) input or throws ERR_VALIDATION. */
+export function createValidator<T>(schema: object): (input: unknown) => T {
+  const validate: ValidateFunction = ajv.compile({ type: 'object', additionalProperties: false, ...schema });
+  return (input) => {
+    const copy = structuredClone(input ?? {});
+    if (!validate(copy)) throw validationError((validate.errors ?? []).map(describe));
+    return copy as T;
+  };
+}
+
+export const USERNAME = { type: 'string', minLength: 1, maxLength: 191, pattern: '^[a-zA-Z0-9_.-]+$', description: 'may only contain letters, digits, dots, dashes and underscores' };
+export const EMAIL = { type: 'string', maxLength: 191, pattern: '^[^@\\s]+@[^@\\s]+$', description: 'must be a valid email address' };
+export const NAME = { type: 'string', minLength: 1, maxLength: 191 };
+export const TEXT = { type: 'string', maxLength: 2000 };
+export const ID = { type: 'integer', minimum: 1 };
+export const COUNT = { type: 'integer', minimum: 0 };
+export const FLAG = { type: 'boolean' };

@@ -1,0 +1,208 @@
+/**
+ * The panel's application and client APIs end to end against the real panel process: records
+ * created through the application API with an admin's key, the client API seen by the owner, a
+ * subuser and a stranger, and the files gateway on the server's volume, escapes included.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync, existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startPanel, type TestPanel } from './harness.ts';
+
+type Item = { object: string; attributes: Record<string, unknown> };
+type Errors = { errors: { code: string; status: string; detail: string; meta?: Record<string, unknown> }[] };
+
+describe('panel APIs', () => {
+  let panel: TestPanel;
+  let admin: string;
+  let owner: string;
+  let stranger: string;
+  let helper: string;
+  let server: { id: number; uuid: string; identifier: string };
+  let nodeId: number;
+
+  before(async () => {
+    panel = await startPanel();
+    panel.createUser('root', { admin: true });
+    panel.createUser('owner');
+    panel.createUser('stranger');
+    panel.createUser('helper');
+    admin = panel.createKey('root', 'application');
+    owner = panel.createKey('owner', 'client');
+    stranger = panel.createKey('stranger', 'client');
+    helper = panel.createKey('helper', 'client');
+  });
+  after(async () => panel?.stop());
+
+  it('refuses requests without a valid key of the right type', async () => {
+    assert.equal((await panel.api('nope', 'GET', '/api/application/users')).status, 401);
+    assert.equal((await panel.api(owner, 'GET', '/api/application/users')).status, 401, 'a client key is not an application key');
+    assert.equal((await panel.api(admin, 'GET', '/api/client')).status, 401, 'an application key is not a client key');
+    const r = panel.cli('key', 'create', '--user', 'owner', '--type', 'application');
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /root administrators/);
+  });
+
+  it('creates a location, a node with its pairing token, allocations, a nest, an egg and a server', async () => {
+    const loc = await panel.api(admin, 'POST', '/api/application/locations', { short: 'fra1', long: 'Frankfurt' });
+    assert.equal(loc.status, 201);
+    const locId = (loc.body as Item).attributes.id;
+    const node = await panel.api(admin, 'POST', '/api/application/nodes', { name: 'node-1', fqdn: 'node1.example.test', location_id: locId });
+    assert.equal(node.status, 201, node.text);
+    const nodeBody = node.body as Item & { meta: { pairing_token: string } };
+    assert.match(nodeBody.meta.pairing_token, /^[0-9a-f]{64}$/);
+    assert.equal(nodeBody.attributes.daemon_listen, 8480);
+    assert.equal(nodeBody.attributes.scheme, 'http');
+    nodeId = nodeBody.attributes.id as number;
+    assert.ok(!JSON.stringify((await panel.api(admin, 'GET', `/api/application/nodes/${nodeId}`)).body).includes(nodeBody.meta.pairing_token), 'the token is shown once');
+
+    const allocs = await panel.api(admin, 'POST', `/api/application/nodes/${nodeId}/allocations`, { ip: '127.0.0.1', ports: ['25565-25567', 27015] });
+    assert.equal(allocs.status, 201);
+    const allocIds = (allocs.body as { data: Item[] }).data.map((a) => a.attributes.id as number);
+    assert.equal(allocIds.length, 4);
+
+    const nest = await panel.api(admin, 'POST', '/api/application/nests', { name: 'Minecraft' });
+    const nestId = (nest.body as Item).attributes.id as number;
+    const egg = await panel.api(admin, 'POST', `/api/application/nests/${nestId}/eggs`, { name: 'Paper', docker_image: 'ghcr.io/pterodactyl/yolks:java_21', startup: 'java -jar server.jar' });
+    assert.equal(egg.status, 201, egg.text);
+    const eggId = (egg.body as Item).attributes.id as number;
+
+    const ownerId = ((await panel.api(admin, 'GET', '/api/application/users?filter[search]=owner')).body as { data: Item[] }).data[0]?.attributes.id;
+    const created = await panel.api(admin, 'POST', '/api/application/servers', {
+      name: 'Survival',
+      user: ownerId,
+      egg: eggId,
+      limits: { memory: 2048, swap: 0, disk: 10240, io: 500, cpu: 200 },
+      feature_limits: { databases: 1, allocations: 1, backups: 2 },
+      allocation: { default: allocIds[0] },
+    });
+    assert.equal(created.status, 201, created.text);
+    const attrs = (created.body as Item).attributes as { id: number; uuid: string; identifier: string; limits: { memory: number }; container: { image: string } };
+    assert.match(attrs.uuid, /^[0-9a-f-]{36}$/);
+    assert.equal(attrs.identifier, attrs.uuid.slice(0, 8));
+    assert.equal(attrs.limits.memory, 2048);
+    assert.equal(attrs.container.image, 'ghcr.io/pterodactyl/yolks:java_21', 'the image comes from the egg');
+    server = attrs;
+
+    const taken = await panel.api(admin, 'POST', '/api/application/servers', { name: 'Clash', user: ownerId, egg: eggId, allocation: { default: allocIds[0] } });
+    assert.equal(taken.status, 422, 'an assigned allocation cannot be reused');
+    const list = (await panel.api(admin, 'GET', '/api/application/servers')).body as { object: string; data: Item[]; meta: { pagination: { total: number } } };
+    assert.equal(list.object, 'list');
+    assert.equal(list.meta.pagination.total, 1);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nodes/${nodeId}/allocations/${allocIds[0]}`)).status, 409, 'an assigned allocation cannot be deleted');
+  });
+
+  it('answers validation failures with one ValidationException per field', async () => {
+    const r = await panel.api(admin, 'POST', '/api/application/users', { username: 'bad name!', password: 'short' });
+    assert.equal(r.status, 422);
+    const fields = (r.body as Errors).errors.map((e) => [e.code, e.meta?.source_field]);
+    assert.deepEqual(new Set(fields.map((f) => f[0])), new Set(['ValidationException']));
+    assert.deepEqual(new Set(fields.map((f) => f[1])), new Set(['email', 'username', 'password']));
+    const dup = await panel.api(admin, 'POST', '/api/application/users', { username: 'owner', email: 'x@example.test', password: 'long enough pw' });
+    assert.equal(dup.status, 422);
+    assert.match((dup.body as Errors).errors[0]?.detail ?? '', /username has already been taken/);
+    const missing = await panel.api(admin, 'GET', '/api/application/servers/999');
+    assert.equal(missing.status, 404);
+    assert.equal((missing.body as Errors).errors[0]?.code, 'NotFoundHttpException');
+  });
+
+  it('shows the owner their server by uuid or short id, and a stranger a 404', async () => {
+    const mine = (await panel.api(owner, 'GET', '/api/client')).body as { data: Item[] };
+    assert.deepEqual(mine.data.map((s) => s.attributes.uuid), [server.uuid]);
+    assert.equal(mine.data[0]?.attributes.server_owner, true);
+    for (const ref of [server.uuid, server.identifier]) assert.equal((await panel.api(owner, 'GET', `/api/client/servers/${ref}`)).status, 200);
+    assert.deepEqual(((await panel.api(stranger, 'GET', '/api/client')).body as { data: Item[] }).data, []);
+    const hidden = await panel.api(stranger, 'GET', `/api/client/servers/${server.uuid}`);
+    assert.equal(hidden.status, 404, 'another user\'s server answers 404');
+    assert.equal((await panel.api(stranger, 'GET', `/api/client/servers/${server.identifier}/files/list`)).status, 404);
+  });
+
+  it('lists and edits the server\'s files on its volume', async () => {
+    const volume = join(panel.volumesDir, server.uuid);
+    mkdirSync(volume, { recursive: true });
+    writeFileSync(join(volume, 'server.properties'), 'motd=hello\n');
+    const base = `/api/client/servers/${server.identifier}/files`;
+    const listing = (await panel.api(owner, 'GET', `${base}/list?directory=/`)).body as { object: string; data: Item[] };
+    assert.equal(listing.object, 'list');
+    assert.equal(listing.data[0]?.object, 'file_object');
+    assert.deepEqual(listing.data.map((f) => f.attributes.name), ['server.properties']);
+
+    const read = await panel.api(owner, 'GET', `${base}/contents?file=/server.properties`);
+    assert.equal(read.status, 200);
+    assert.equal(read.text, 'motd=hello\n');
+    assert.equal((await panel.api(owner, 'POST', `${base}/write?file=/config/ops.json`, '[]\n', { 'content-type': 'text/plain' })).status, 204);
+    assert.equal(readFileSync(join(volume, 'config', 'ops.json'), 'utf8'), '[]\n');
+    assert.equal((await panel.api(owner, 'POST', `${base}/write?file=/raw.json`, '{"a":1}', { 'content-type': 'application/json' })).status, 204);
+    assert.equal(readFileSync(join(volume, 'raw.json'), 'utf8'), '{"a":1}', 'the body is written as sent, whatever its content type');
+    assert.equal((await panel.api(owner, 'POST', `${base}/create-folder`, { root: '/', name: 'plugins' })).status, 204);
+    assert.equal((await panel.api(owner, 'PUT', `${base}/rename`, { root: '/', files: [{ from: 'server.properties', to: 'plugins/server.properties' }] })).status, 204);
+    assert.ok(existsSync(join(volume, 'plugins', 'server.properties')));
+    assert.equal((await panel.api(owner, 'POST', `${base}/delete`, { root: '/', files: ['raw.json'] })).status, 204);
+    assert.ok(!existsSync(join(volume, 'raw.json')));
+  });
+
+  it('keeps every file operation inside the volume, symlinks included', async () => {
+    const volume = join(panel.volumesDir, server.uuid);
+    const outside = mkdtempSync(join(tmpdir(), 'hk-outside-'));
+    writeFileSync(join(outside, 'secret.txt'), 'top secret');
+    symlinkSync(outside, join(volume, 'escape'));
+    symlinkSync(join(outside, 'secret.txt'), join(volume, 'secret-link'));
+    const base = `/api/client/servers/${server.uuid}/files`;
+    const refused = async (method: string, path: string, body?: unknown): Promise<void> => {
+      const r = await panel.api(owner, method, `${base}${path}`, body, typeof body === 'string' ? { 'content-type': 'text/plain' } : {});
+      assert.ok(r.status >= 400 && r.status < 500, `${method} ${path} answered ${r.status}: ${r.text}`);
+    };
+    await refused('GET', '/contents?file=../../../../etc/passwd');
+    await refused('GET', '/contents?file=/escape/secret.txt');
+    await refused('GET', '/contents?file=/secret-link');
+    await refused('GET', '/list?directory=/escape');
+    await refused('POST', '/write?file=/escape/new.txt', 'x');
+    await refused('POST', '/write?file=/secret-link', 'overwritten');
+    await refused('POST', '/create-folder', { root: '/escape', name: 'x' });
+    await refused('PUT', '/rename', { root: '/', files: [{ from: 'plugins', to: 'escape/plugins' }] });
+    await refused('POST', '/delete', { root: '/escape', files: ['secret.txt'] });
+    assert.equal(readFileSync(join(outside, 'secret.txt'), 'utf8'), 'top secret');
+    assert.ok(!existsSync(join(outside, 'new.txt')) && !existsSync(join(outside, 'x')));
+    assert.equal((await panel.api(owner, 'POST', `${base}/delete`, { root: '/', files: ['secret-link'] })).status, 204, 'a link itself may be deleted');
+    assert.equal(readFileSync(join(outside, 'secret.txt'), 'utf8'), 'top secret', 'deleting a link leaves its target');
+  });
+
+  it('gives a subuser exactly their permissions', async () => {
+    const base = `/api/client/servers/${server.uuid}`;
+    const add = await panel.api(owner, 'POST', `${base}/users`, { email: 'helper@example.test', permissions: ['file.read', 'file.read-content'] });
+    assert.equal(add.status, 200, add.text);
+    assert.equal((await panel.api(owner, 'POST', `${base}/users`, { email: 'helper@example.test', permissions: ['no.such'] })).status, 422);
+    const shared = (await panel.api(helper, 'GET', '/api/client')).body as { data: Item[] };
+    assert.deepEqual(shared.data.map((s) => [s.attributes.uuid, s.attributes.server_owner]), [[server.uuid, false]]);
+    assert.equal((await panel.api(helper, 'GET', `${base}/files/list?directory=/plugins`)).status, 200);
+    const denied = await panel.api(helper, 'POST', `${base}/files/delete`, { root: '/', files: ['plugins'] });
+    assert.equal(denied.status, 403);
+    assert.equal((denied.body as Errors).errors[0]?.code, 'AccessDeniedHttpException');
+    assert.equal((await panel.api(helper, 'POST', `${base}/files/write?file=/x.txt`, 'x', { 'content-type': 'text/plain' })).status, 403);
+    assert.equal((await panel.api(helper, 'GET', `${base}/users`)).status, 403);
+    const subUuid = ((add.body as Item).attributes.uuid as string) ?? '';
+    assert.equal((await panel.api(owner, 'DELETE', `${base}/users/${subUuid}`)).status, 204);
+    assert.equal((await panel.api(helper, 'GET', base)).status, 404, 'a removed subuser loses access');
+  });
+
+  it('suspends and unsuspends through the service, and records activity', async () => {
+    assert.equal((await panel.api(admin, 'POST', `/api/application/servers/${server.id}/suspend`)).status, 204);
+    assert.equal(((await panel.api(owner, 'GET', `/api/client/servers/${server.uuid}`)).body as Item).attributes.is_suspended, true);
+    assert.equal((await panel.api(admin, 'POST', `/api/application/servers/${server.id}/unsuspend`)).status, 204);
+    assert.equal(((await panel.api(owner, 'GET', `/api/client/servers/${server.uuid}`)).body as Item).attributes.is_suspended, false);
+    const activity = (await panel.api(owner, 'GET', `/api/client/servers/${server.uuid}/activity`)).body as { data: Item[] };
+    const events = activity.data.map((a) => a.attributes.event);
+    for (const e of ['server:suspended', 'server:unsuspended', 'server:file.write', 'server:file.read', 'server:file.delete', 'server:subuser.create']) assert.ok(events.includes(e), `${e} in ${events.join(', ')}`);
+    const write = activity.data.find((a) => a.attributes.event === 'server:file.write')?.attributes as { actor: { type: string }; ip: string; properties: { file: string } };
+    assert.equal(write.actor.type, 'user');
+    assert.match(write.ip, /127\.0\.0\.1/);
+    assert.ok(write.properties.file.length > 0);
+  });
+
+  it('refuses to delete records still in use', async () => {
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nodes/${nodeId}`)).status, 409);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/servers/${server.id}`)).status, 204);
+    assert.equal((await panel.api(owner, 'GET', `/api/client/servers/${server.uuid}`)).status, 404);
+  });
+});
