@@ -9,6 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { WEB_ASSETS } from '../src/lib/web-assets.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, '.cache', 'build');
@@ -48,7 +49,9 @@ async function main(): Promise<void> {
   const seaConfig = join(WORK, 'sea-config.json');
   // No code cache and no snapshot: they are specific to the architecture that made them, and
   // one blob serves both executables.
-  writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false }));
+  // Browser assets (src/lib/web-assets.ts) travel inside the executable.
+  const assets = Object.fromEntries(Object.entries(WEB_ASSETS).map(([name, path]) => [name, join(ROOT, path)]));
+  writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false, assets }));
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
 
   const postject = join(ROOT, 'node_modules', '.bin', 'postject');

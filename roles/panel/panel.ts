@@ -1,7 +1,7 @@
 /**
  * Opens a panel for serve and for the CLI commands: loads the config (refusing on any problem),
- * prepares data_dir (mode 0750), loads or creates the app key, opens the store and builds the
- * PanelContext. The caller closes it.
+ * prepares data_dir (mode 0750), loads or creates the app key, opens the store with the core's and
+ * every addon's migrations, builds the PanelContext and attaches the addons. The caller closes it.
  */
 import { mkdirSync } from 'node:fs';
 import { createLogger, type AppLogger } from '../../src/core/logger.ts';
@@ -12,9 +12,13 @@ import { createMailer } from './mailer.ts';
 import { createActivityLog } from './services/activity.ts';
 import { createPermissionRegistry } from './services/permissions.ts';
 import { openPanelStore } from './store/store.ts';
+import type { RunningAddon } from './addons/addon.ts';
+import { ADDONS } from './addons/index.ts';
 
 export interface OpenPanel {
   ctx: PanelContext;
+  /** The attached addons (their routes go into the app; serve starts and stops them). */
+  addons: RunningAddon[];
   logger: AppLogger;
   warnings: string[];
   /** True when this open generated the app key (first start). */
@@ -28,11 +32,13 @@ export function openPanel(configPath: string, opts: { quiet?: boolean } = {}): O
   const logger = createLogger({ name: 'panel', ...config.logging, ...(opts.quiet === true ? { console: false } : {}), redactKeys: ['password', 'token', 'totp_secret', 'secret_token', 'pairing_token'] });
   mkdirSync(config.data_dir, { recursive: true, mode: 0o750 });
   const { key, created } = loadAppKey(appKeyPath(config.data_dir, config.app_key_file));
-  const store = openPanelStore(config.data_dir);
+  const store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
   const activity = createActivityLog(store, (err) => logger.error({ err }, 'could not write an activity log entry'));
   const ctx: PanelContext = { config, store, appKey: key, logger, activity, mailer: createMailer(config.mail), hooks: { serverSuspension: [], serverCreated: [], serverDeleted: [] }, permissions: createPermissionRegistry() };
+  const addons = ADDONS.map((a) => a.attach(ctx, store));
   return {
     ctx,
+    addons,
     logger,
     warnings,
     appKeyCreated: created,

@@ -17,11 +17,15 @@ export async function servePanel(configPath: string): Promise<void> {
   const shutdown = createShutdown({ logger });
   shutdown.add('store and logger', () => panel.close());
   if (panel.appKeyCreated) logger.warn('generated a new app key in %s: back it up, stored secrets cannot be read without it', ctx.config.data_dir);
-  const app = await createPanelApp(ctx);
+  const app = await createPanelApp(ctx, panel.addons);
   const listen = parseListen(ctx.config.listen);
   if (listen === undefined) throw new Error(`listen ${ctx.config.listen} is not ip:port`);
   await app.listen({ host: listen.host, port: listen.port });
   shutdown.add('http', () => app.close());
+  for (const addon of panel.addons) {
+    addon.start?.();
+    shutdown.add('addon', () => addon.stop?.());
+  }
   exitOnSignals(shutdown);
   process.on('SIGHUP', () => logger.warn('the panel reads its config at start only: restart it to apply changes'));
   logger.info({ listen: ctx.config.listen, base_url: ctx.config.base_url, version: SERVICE_VERSION }, 'panel listening on %s', ctx.config.listen);

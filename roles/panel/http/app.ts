@@ -6,6 +6,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { AppError, isAppError } from '../../../src/core/app-error.ts';
+import type { RunningAddon } from '../addons/addon.ts';
 import type { PanelContext } from '../context.ts';
 import { registerWebRoutes, renderErrorPage } from '../web/index.ts';
 import { apiErrors } from './api-format.ts';
@@ -26,8 +27,8 @@ function normalize(err: Error & { code?: string; statusCode?: number }): unknown
   return err;
 }
 
-/** Builds the app with every route registered; the caller listens and closes it. */
-export async function createPanelApp(ctx: PanelContext): Promise<FastifyInstance> {
+/** Builds the app with every route registered (the addons' too); the caller listens and closes it. */
+export async function createPanelApp(ctx: PanelContext, addons: readonly RunningAddon[] = []): Promise<FastifyInstance> {
   const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true });
   app.setErrorHandler((raw: Error & { code?: string; statusCode?: number }, req, reply) => {
     const err = normalize(raw);
@@ -43,6 +44,7 @@ export async function createPanelApp(ctx: PanelContext): Promise<FastifyInstance
   });
   await app.register(async (api) => registerApplicationApi(api, ctx), { prefix: '/api/application' });
   await app.register(async (api) => registerClientApi(api, ctx), { prefix: '/api/client' });
+  for (const addon of addons) await addon.routes?.(app);
   await app.register(async (web) => registerWebRoutes(web, ctx));
   return app;
 }

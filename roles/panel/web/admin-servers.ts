@@ -24,6 +24,7 @@ import {
   type FormValues,
   type SelectOption,
 } from './forms.ts';
+import { renderServerSections } from './server-sections.ts';
 import { html, type SafeHtml } from './html.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam, seeOther, sendPage } from './respond.ts';
 import { currentSession } from './web-auth.ts';
@@ -122,7 +123,7 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
       `/admin/servers/${server.id}/build`,
       csrf,
       html`${selectField(build, 'allocation_id', 'Primary allocation', await allocationOptions({ node_id: server.node_id }, server.allocation_id))}${limitFields(build)}<div class="actions"><button type="submit">Save build</button></div>`,
-    )}</div>
+    )}</div>${await renderServerSections(server, req, reply)}
 <div class="card"><h2>Suspension</h2><p>${suspended ? 'The server is suspended: its users cannot use it.' : 'Suspending stops the server for its users until it is unsuspended.'}</p>${
       suspended ? actionButton(`/admin/servers/${server.id}/unsuspend`, csrf, 'Unsuspend server', 'secondary') : actionButton(`/admin/servers/${server.id}/suspend`, csrf, 'Suspend server', 'danger')
     }</div>

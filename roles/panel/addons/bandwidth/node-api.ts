@@ -1,0 +1,143 @@
+/**
+ * The panel's node-facing API (spec/1 §4.2) under `/api/bandwidth/node`: the envelope of §2.1
+ * without meta.code on success, its own middleware in the order of §5 rule 2 (JSON content type,
+ * a throttle that answers 429, pairing-token authentication; panel API keys are not accepted),
+ * and 422 ERR_VALIDATION naming the first failing field.
+ */
+import { isIP } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { validateEventsRequest, validateHeartbeatRequest, validateRegisterRequest, validateSuspendRequest } from '../../../../src/contracts/validators.js';
+import type { EventsRequest, HeartbeatRequest, RegisterRequest, SuspendRequest } from '../../../../src/contracts/types.ts';
+import type { SchemaValidator } from '../../../../src/core/config-loader.ts';
+import { AppError } from '../../../../src/core/app-error.ts';
+import { SERVICE_VERSION } from '../../../../src/core/version.ts';
+import { firstFailure, installEnvelope } from '../../../../src/lib/http-api.ts';
+import type { PanelContext } from '../../context.ts';
+import { nodeByToken } from '../../services/infrastructure.ts';
+import { now } from '../../services/records.ts';
+import type { NodeRow } from '../../store/records.ts';
+import type { BandwidthService } from './service.ts';
+import type { BandwidthStore } from './store.ts';
+
+/** Requests per node address per minute before 429 (spec/1 §8 leaves the threshold open). */
+export const THROTTLE_PER_MINUTE = 600;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    bandwidthNode?: NodeRow;
+  }
+}
+
+function body<T>(req: FastifyRequest, validate: SchemaValidator<T>): T {
+  if (!validate(req.body)) throw new AppError('ERR_VALIDATION', firstFailure(validate.errors), { status: 422 });
+  return req.body;
+}
+
+/** rule 1: the api_url as given (a valid http(s) URL with host and port), or derived from the peer address. */
+export function resolveApiUrl(r: RegisterRequest, peer: string): string {
+  const given = (r.api_url ?? '').trim();
+  if (given === '') {
+    const ip = peer.replace(/^::ffff:/, '');
+    const host = isIP(ip) === 6 ? `[${ip}]` : ip || r.hostname;
+    return `http://${host}:${r.port}`;
+  }
+  let url: URL;
+  try {
+    url = new URL(given);
+  } catch {
+    throw new AppError('ERR_VALIDATION', 'api_url: must be a valid http(s) URL', { status: 422 });
+  }
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.username !== '' || url.search !== '' || url.hash !== '') {
+    throw new AppError('ERR_VALIDATION', 'api_url: must be an http(s) URL with a host and an optional port, no credentials or query', { status: 422 });
+  }
+  return url.toString().replace(/\/+$/, '');
+}
+
+/** Registers the API; runs once at app build. */
+export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: BandwidthStore, service: BandwidthService): void {
+  const { ok, fail } = installEnvelope(app, { version: SERVICE_VERSION, codeOnSuccess: false, logger: ctx.logger });
+  const hits = new Map<string, { windowStart: number; count: number }>();
+  const throttle = (req: FastifyRequest, reply: FastifyReply): boolean => {
+    const t = Date.now();
+    const h = hits.get(req.ip);
+    if (h === undefined || t - h.windowStart >= 60_000) {
+      if (hits.size > 10_000) hits.clear();
+      hits.set(req.ip, { windowStart: t, count: 1 });
+      return true;
+    }
+    if (++h.count <= THROTTLE_PER_MINUTE) return true;
+    void reply
+      .code(429)
+      .header('retry-after', String(Math.ceil((h.windowStart + 60_000 - t) / 1000)))
+      .type('application/json')
+      .send({ success: false, data: null, error: 'too many requests', meta: { version: SERVICE_VERSION } });
+    return false;
+  };
+
+  // onRequest: before the body is parsed, so a wrong content type is this API's 422, not a generic 415.
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.method !== 'GET' && !(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
+      return fail(reply, 422, 'ERR_VALIDATION', 'content type must be application/json');
+    }
+    if (!throttle(req, reply)) return reply;
+    const m = /^Bearer\s+([0-9a-f]{64})\s*$/.exec(req.headers.authorization ?? '');
+    const node = m?.[1] === undefined ? undefined : await nodeByToken(ctx, m[1]);
+    if (node === undefined) return fail(reply, 401, 'ERR_UNAUTHORIZED', 'missing or invalid pairing token');
+    req.bandwidthNode = node;
+    return undefined;
+  });
+  const nodeOf = (req: FastifyRequest): NodeRow => req.bandwidthNode as NodeRow;
+
+  app.post('/register', async (req) => {
+    const r = body<RegisterRequest>(req, validateRegisterRequest);
+    const node = nodeOf(req);
+    const apiUrl = resolveApiUrl(r, req.ip);
+    await store.register(node.id, { api_url: apiUrl, version: r.version, hostname: r.hostname }, now());
+    const { settings, configVersion } = await store.settings();
+    ctx.logger.info({ node: node.name, api_url: apiUrl, version: r.version }, 'node %s registered from %s', node.name, apiUrl);
+    await ctx.activity.log({ event: 'bandwidth:node.register', subject: { type: 'node', id: node.id }, properties: { api_url: apiUrl, version: r.version, hostname: r.hostname }, ip: req.ip });
+    return ok({ node_id: node.id, heartbeat_interval_seconds: settings.poll_interval_seconds, config_version: configVersion });
+  });
+
+  app.post('/heartbeat', async (req) => {
+    const h = body<HeartbeatRequest>(req, validateHeartbeatRequest);
+    const node = nodeOf(req);
+    if ((await store.node(node.id)) !== undefined) {
+      await store.seen(node.id, now(), {
+        ...(h.version !== undefined ? { version: h.version } : {}),
+        ...(h.containers !== undefined ? { containers: h.containers } : {}),
+        ...(h.rx_rate_bps !== undefined ? { rx_rate_bps: Math.round(h.rx_rate_bps) } : {}),
+        ...(h.tx_rate_bps !== undefined ? { tx_rate_bps: Math.round(h.tx_rate_bps) } : {}),
+        ...(h.throttled !== undefined ? { throttled: h.throttled } : {}),
+        ...(h.quota_exceeded !== undefined ? { quota_exceeded: h.quota_exceeded } : {}),
+        heartbeat_at: now(),
+      });
+    }
+    return ok({ config_version: await store.configVersion() });
+  });
+
+  app.get('/limits', async (req) => {
+    const node = await ctx.store.nodes.find(nodeOf(req).id);
+    if (node === undefined) throw new AppError('ERR_NODE_NOT_FOUND', 'the node of this token no longer exists', { status: 404 });
+    return ok(await service.limitsFor(node.id));
+  });
+
+  app.post('/events', async (req) => {
+    const { events } = body<EventsRequest>(req, validateEventsRequest);
+    const node = nodeOf(req);
+    const servers = new Map((await ctx.store.servers.all({ node_id: node.id })).map((s) => [s.uuid, s.id]));
+    const own = events.flatMap((e) => {
+      const id = servers.get(e.server_uuid);
+      return id === undefined ? [] : [{ server_id: id, server_uuid: e.server_uuid, type: e.type, period: e.period, direction: e.direction, message: e.message, occurred_at: e.occurred_at }];
+    });
+    await store.addEvents(node.id, own, now());
+    if (own.length < events.length) ctx.logger.warn({ node: node.name, skipped: events.length - own.length }, 'skipped %d events for servers not on node %s', events.length - own.length, node.name);
+    return ok({ accepted: events.length });
+  });
+
+  app.post('/suspend', async (req) => {
+    const s = body<SuspendRequest>(req, validateSuspendRequest);
+    await service.suspendForQuota(nodeOf(req).id, s.server_uuid, s.reason);
+    return ok({ suspended: true });
+  });
+}

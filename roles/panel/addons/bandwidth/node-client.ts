@@ -1,0 +1,54 @@
+/**
+ * The panel's calls to a node agent's API (spec/1 §4.1) with the node's pairing token: limits
+ * pushes, stats polls and unthrottle. Errors name the node and what it answered.
+ */
+import { AppError } from '../../../../src/core/app-error.ts';
+import type { LimitsPayload, StatsData } from '../../../../src/contracts/types.ts';
+
+export interface NodeTarget {
+  name: string;
+  apiUrl: string;
+  token: string;
+}
+
+const TIMEOUT_MS = 10_000;
+
+async function call<T>(node: NodeTarget, method: string, path: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(`${node.apiUrl.replace(/\/+$/, '')}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${node.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
+  } catch (err) {
+    throw new AppError('ERR_NODE_UNREACHABLE', `node ${node.name} (${node.apiUrl}) is unreachable: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`, { status: 502, cause: err });
+  }
+  const text = await res.text();
+  let env: { success?: boolean; data?: T; error?: string | null; meta?: { code?: string } } = {};
+  try {
+    env = JSON.parse(text) as typeof env;
+  } catch {
+    // reported below with the status
+  }
+  if (!res.ok || env.success !== true) {
+    throw new AppError(env.meta?.code || 'ERR_NODE_FAILED', `node ${node.name} answered ${res.status}${env.error ? `: ${env.error}` : ''}`, { status: res.status === 404 ? 404 : 502 });
+  }
+  return env.data as T;
+}
+
+/** PUT /limits: the full set for the node; returns applied/failed counts. */
+export function pushLimits(node: NodeTarget, payload: LimitsPayload): Promise<{ applied: number; failed: number }> {
+  return call(node, 'PUT', '/limits', payload);
+}
+
+/** GET /stats. */
+export function fetchStats(node: NodeTarget): Promise<StatsData> {
+  return call(node, 'GET', '/stats');
+}
+
+/** POST /servers/{uuid}/unthrottle. */
+export function unthrottle(node: NodeTarget, uuid: string): Promise<{ unthrottled: boolean }> {
+  return call(node, 'POST', `/servers/${encodeURIComponent(uuid)}/unthrottle`);
+}

@@ -1,0 +1,5 @@
+/** The addons every panel process loads, in order (their migrations apply in this order too). */
+import type { PanelAddon } from './addon.ts';
+import { bandwidthAddon } from './bandwidth/index.ts';
+
+export const ADDONS: readonly PanelAddon[] = [bandwidthAddon];
