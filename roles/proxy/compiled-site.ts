@@ -8,7 +8,8 @@ import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/typ
 import { createClientIpResolver, type ClientIpResolver } from './client-ip.ts';
 import type { Origin, OriginPools } from './origin-pools.ts';
 import { createOriginHeaders, type OriginHeaderBuilder } from './origin-headers.ts';
-import { createSitePipeline, type Check, type PipelineServices } from './pipeline.ts';
+import { createSiteBodyPhase, createSitePipeline, type Check, type PipelineServices } from './pipeline.ts';
+import type { WafBodyCheck } from './waf.ts';
 
 export interface CompiledSite {
   readonly id: string;
@@ -17,6 +18,8 @@ export interface CompiledSite {
   readonly hostnames: readonly string[];
   readonly config: Readonly<ProxySiteConfig>;
   readonly pipeline: Check;
+  /** The WAF's body phase (after the pipeline, before forwarding); undefined when bodies are not read. */
+  readonly bodyCheck: WafBodyCheck | undefined;
   readonly resolveClientIp: ClientIpResolver;
   readonly originHeaders: OriginHeaderBuilder;
   readonly origin: Origin;
@@ -42,13 +45,16 @@ export interface CompileSiteInput {
 /** Compiles one site for a new config generation; runs on start, on every reload and hourly. */
 export function compileSite(input: CompileSiteInput): CompiledSite {
   const c = input.config;
+  // One pipeline input for both phases, so they share the site's challenge gate.
+  const pipelineInput = { site: c, global: input.global, services: input.services };
   return {
     id: c.id,
     file: input.file,
     enabled: c.enabled,
     hostnames: c.hostnames,
     config: c,
-    pipeline: createSitePipeline({ site: c, global: input.global, services: input.services }),
+    pipeline: createSitePipeline(pipelineInput),
+    bodyCheck: createSiteBodyPhase(pipelineInput),
     resolveClientIp: createClientIpResolver(c.client_ip.trusted_proxies),
     originHeaders: createOriginHeaders({ forwardMode: c.client_ip.forward_mode, customHeader: c.client_ip.custom_header, hostHeader: c.origin.host_header }),
     origin: input.pools.acquire({

@@ -12,6 +12,7 @@ import { at, checkCidrList, checkListen, httpUrlProblem } from '../../src/core/c
 import { validateProxyGlobalConfig, validateProxySiteConfig } from '../../src/contracts/validators.js';
 import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contracts/schemas.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+import { compileLinear, LinearRegexError } from './linear-regex.ts';
 
 /**
  * A header target written with the `!header` tag. A class rather than a plain object, so the
@@ -85,6 +86,13 @@ export function patternProblem(pattern: string): string | undefined {
     new RegExp(pattern, 'iu');
   } catch (err) {
     return `invalid regular expression: ${(err as Error).message.replace(/^Invalid regular expression: /, '')}`;
+  }
+  // The WAF runs custom patterns on its linear-time engine; what it cannot run is refused here.
+  try {
+    compileLinear(pattern);
+  } catch (err) {
+    if (!(err instanceof LinearRegexError)) throw err;
+    return err.message;
   }
   return undefined;
 }

@@ -1,6 +1,7 @@
 /**
  * The data plane's request handler: route (Host, and SNI on HTTPS) -> client IP -> the site's
- * pipeline -> forward, then one request event when the response is over. Upgrades take the same
+ * pipeline -> the WAF's body phase (text-like bodies only) -> forward, then one request event when
+ * the response is over. Upgrades take the same
  * path up to the forward phase, then become tunnels (tunnel.ts) whose event goes out at the 101.
  * Every request reads the current config generation once on arrival and uses it to the end.
  * Request and response body bytes (and tunnel bytes) count towards the site's monthly quota.
@@ -13,6 +14,7 @@ import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CompiledSite } from './compiled-site.ts';
 import { GLOBAL_ACL_DENY } from './acl.ts';
+import { runBodyCheck } from './body-inspect.ts';
 import { forwardRequest } from './forward.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
@@ -127,9 +129,13 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
         sendRedirect(ctx, verdict.status, verdict.location);
         return;
       case 'challenge':
-        // No challenge phase yet: spec/3 §2.5 degrades a challenge to 429 when challenges are off.
+        // The pipeline's challenge gate answers challenges; one that bypassed it is refused.
         ctx.rule = verdict.rule;
         sendStatus(ctx, 429);
+        return;
+      case 'respond':
+        ctx.rule = verdict.rule;
+        verdict.respond(ctx);
         return;
       case 'close':
         ctx.rule = verdict.rule;
@@ -201,7 +207,20 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
 
   function handle(scheme: Scheme, req: IncomingMessage, res: ServerResponse): void {
     const ctx = begin(scheme, req, res);
-    if (ctx) apply(ctx, (ctx.site as CompiledSite).pipeline(ctx), forward);
+    if (!ctx) return;
+    const site = ctx.site as CompiledSite;
+    const verdict = site.pipeline(ctx);
+    // The body phase: the WAF reads the start of a text-like body before it is forwarded.
+    if (verdict.kind === 'allow' && site.bodyCheck?.wants(req)) {
+      runBodyCheck(ctx, site.bodyCheck)
+        .then((r) => r && apply(ctx, r.verdict, (c, s) => forwardRequest(c, s, services.shaper, r.prefix)))
+        .catch((err: unknown) => {
+          logger.error({ err, site: site.id }, 'body inspection failed');
+          ctx.res.destroy();
+        });
+      return;
+    }
+    apply(ctx, verdict, forward);
   }
 
   /** Hands an upgrade that passed every check to the origin; at the 101 it becomes a live tunnel. */

@@ -8,6 +8,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { BodyPrefix } from './body-inspect.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { stripResponseHopHeaders } from './hop-headers.ts';
 import { plainIp } from './ip-match.ts';
@@ -50,9 +51,20 @@ export function errorCode(err: unknown): string {
   return typeof code === 'string' ? code : '';
 }
 
-/** Streams a body of unknown length to the origin, failing once more than `max` bytes arrived. */
-async function* limitedBody(req: IncomingMessage, max: number): AsyncGenerator<Buffer> {
+/**
+ * Streams a body to the origin, the WAF's buffered `prefix` first, failing once more than `max`
+ * bytes arrived (bodies of unknown length; Content-Length ones were checked against it already).
+ */
+async function* limitedBody(req: IncomingMessage, max: number, prefix?: BodyPrefix): AsyncGenerator<Buffer> {
   let read = 0;
+  if (prefix) {
+    for (const chunk of prefix.chunks) {
+      read += chunk.length;
+      if (read > max) throw new BodyTooLarge();
+      yield chunk;
+    }
+    if (prefix.ended) return;
+  }
   // destroyOnReturn false: the client socket must stay open to receive the 413.
   for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     read += chunk.length;
@@ -68,11 +80,12 @@ export function endpointsOf(ctx: RequestContext): ProxyEndpoints {
 }
 
 /**
- * Forwards one request that passed every check; runs last in the pipeline. The response (or the
+ * Forwards one request that passed every check; runs last in the pipeline. `prefix` is the start
+ * of the body the WAF's body phase already read. The response (or the
  * error answer) is written to `ctx.res`; `ctx.rule`, `ctx.bytesIn` and `ctx.bytesOut` are filled
  * for telemetry. Never throws.
  */
-export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: RateShaper): void {
+export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: RateShaper, prefix?: BodyPrefix): void {
   const { req, res } = ctx;
   const origin = site.origin;
   if (origin.backoffUntil() > Date.now()) {
@@ -83,7 +96,7 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
   const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp);
   const declared = req.headers['content-length'];
   const chunked = req.headers['transfer-encoding'] !== undefined;
-  const body = chunked ? limitedBody(req, site.maxBodyBytes) : declared !== undefined && declared !== '0' ? req : null;
+  const body = prefix ? limitedBody(req, chunked ? site.maxBodyBytes : Infinity, prefix) : chunked ? limitedBody(req, site.maxBodyBytes) : declared !== undefined && declared !== '0' ? req : null;
   const hsts = ctx.scheme === 'https' ? site.hsts : undefined;
   const shaped = site.maxSiteBps !== null || site.maxIpBps !== null;
   const pool = origin.dispatcher(origin.proxyProtocol === 'off' ? undefined : endpointsOf(ctx));

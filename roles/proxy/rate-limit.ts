@@ -73,8 +73,16 @@ export interface RateLimitConfig {
  * (a site-wide surge is not one client's fault) and never a violation. Action challenge: the
  * challenge verdict when challenge.mode is on or auto, else 429. Every refusal has Retry-After.
  */
-export function createRateLimit(opts: { siteId: string; config: RateLimitConfig; challengeMode: 'off' | 'auto' | 'on'; counters: RateCounters; bans: BanList }): ((ctx: RequestContext) => Verdict) | undefined {
-  const { siteId, config, counters, bans } = opts;
+export function createRateLimit(opts: {
+  siteId: string;
+  config: RateLimitConfig;
+  challengeMode: 'off' | 'auto' | 'on';
+  counters: RateCounters;
+  bans: BanList;
+  /** While the site is under auto-mitigation, both request limits are multiplied by its factor. */
+  mitigation?: { readonly factor: number };
+}): ((ctx: RequestContext) => Verdict) | undefined {
+  const { siteId, config, counters, bans, mitigation } = opts;
   if (!config.enabled) return undefined;
   const challenge = config.action === 'challenge' && opts.challengeMode !== 'off';
   const siteKey = `site\0${siteId}`;
@@ -82,15 +90,19 @@ export function createRateLimit(opts: { siteId: string; config: RateLimitConfig;
   const refuse = (status: number, rule: string, retryAfter: number): Verdict =>
     challenge ? { kind: 'challenge', rule } : deny(status, rule, { 'retry-after': String(retryAfter) });
 
+  // A tightened limit never drops below one request per window.
+  const scaled = (requests: number, factor: number): number => (factor === 1 ? requests : Math.max(1, Math.floor(requests * factor)));
+
   return function rateLimit(ctx) {
-    const ip = counters.hit(ipPrefix + ctx.clientIp, config.per_ip.requests, config.per_ip.window_secs);
+    const factor = mitigation?.factor ?? 1;
+    const ip = counters.hit(ipPrefix + ctx.clientIp, scaled(config.per_ip.requests, factor), config.per_ip.window_secs);
     if (ip.over > 0) {
       if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations && bans.active(siteId, ctx.clientIp) === undefined) {
         bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs);
       }
       return refuse(config.action === 'block' && ip.over > 1 ? 403 : 429, RATE_RULES.perIp, ip.retryAfter);
     }
-    const site = counters.hit(siteKey, config.per_site.requests, config.per_site.window_secs);
+    const site = counters.hit(siteKey, scaled(config.per_site.requests, factor), config.per_site.window_secs);
     if (site.over > 0) return refuse(429, RATE_RULES.perSite, site.retryAfter);
     return ALLOW;
   };

@@ -1,6 +1,9 @@
+import type { MitigationEvent } from './mitigation.ts';
+
 /**
  * Proxy events (spec/3 §6.1): one request event per finished request (at the 101 for a tunnel),
- * and `quota_exceeded` once per site and quota window, kept in a ring per site of
+ * `quota_exceeded` once per site and quota window, and `mitigation` when a site enters or leaves
+ * auto-mitigation (mitigation.ts), kept in a ring per site of
  * `events.recent_buffer` entries for `GET /api/v1/events/recent`. Requests no site answered (421)
  * go to a ring of their own.
  */
@@ -36,7 +39,7 @@ export interface QuotaExceededEvent {
   limit: number;
 }
 
-export type ProxyEvent = RequestEvent | QuotaExceededEvent;
+export type ProxyEvent = RequestEvent | QuotaExceededEvent | MitigationEvent;
 
 /** Receives every request event as the request finishes; must not throw or block. */
 export type RequestEventSink = (event: RequestEvent) => void;

@@ -37,7 +37,8 @@ export function headerSectionBytes(rawHeaders: readonly string[]): number {
   return n + (rawHeaders.length / 2) * 4;
 }
 
-function decodeOnce(path: string): string {
+/** Percent-decodes once (the WAF's and the path rules' view); stray `%`s stay as they are. */
+export function decodeOnce(path: string): string {
   if (!path.includes('%')) return path;
   try {
     return decodeURIComponent(path);

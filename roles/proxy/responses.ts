@@ -64,19 +64,26 @@ function dropUnreadBody(ctx: RequestContext): void {
 
 /** Writes a complete answer with `status`; runs wherever the pipeline stops a request. */
 export function sendStatus(ctx: RequestContext, status: number, opts: SendOptions = {}): void {
+  sendBody(ctx, status, `${status} ${STATUS_CODES[status] ?? ''}\n`, opts.headers);
+}
+
+/**
+ * Writes a complete answer of the proxy's own with `body` (plain text unless `headers` name
+ * another content-type), never cached; the challenge page and its verify answers use it too.
+ */
+export function sendBody(ctx: RequestContext, status: number, body: string, extra?: Readonly<Record<string, string>>): void {
   const res = ctx.res;
   if (res.headersSent || res.destroyed) return;
-  const text = `${status} ${STATUS_CODES[status] ?? ''}\n`;
-  const headers: Record<string, string | number> = {
+  const headers: Record<string, string | number | string[]> = {
     'content-type': 'text/plain; charset=utf-8',
-    'content-length': Buffer.byteLength(text),
+    'content-length': Buffer.byteLength(body),
     'cache-control': 'no-store',
-    ...opts.headers,
+    ...extra,
   };
   if (ctx.scheme === 'https' && ctx.site?.hsts !== undefined) headers['strict-transport-security'] = ctx.site.hsts;
   dropUnreadBody(ctx);
   res.writeHead(status, headers);
-  res.end(ctx.req.method === 'HEAD' ? undefined : text);
+  res.end(ctx.req.method === 'HEAD' ? undefined : body);
 }
 
 /** Writes a redirect to `location` with a short body naming it. */

@@ -13,6 +13,8 @@ import { globalFileOf, proxyGlobalSpec } from './config.ts';
 import { createAdminApi } from './admin-api.ts';
 import { createAdminAuth } from './admin-auth.ts';
 import { createBanList } from './ban-list.ts';
+import { openChallengeSecret, type ChallengeSecret } from './challenge-secret.ts';
+import { createChallengeTokens } from './challenge-tokens.ts';
 import { createConnectionSlots } from './connection-slots.ts';
 import { createConfigWriter } from './config-writer.ts';
 import { createDataPlane } from './data-plane.ts';
@@ -27,6 +29,7 @@ import { openQuotaStore } from './quota-store.ts';
 import { createRateCounters } from './rate-limit.ts';
 import { createRateShaper } from './rate-shaper.ts';
 import { createEventBus, type EventBus } from './event-bus.ts';
+import { createMitigation } from './mitigation.ts';
 import { createRecentEvents } from './recent-events.ts';
 import { createTelemetry } from './telemetry.ts';
 
@@ -85,38 +88,59 @@ export async function serveProxy(rootArg: string): Promise<void> {
 }
 
 /**
- * The state that outlives config generations: quota counters in `<root>/<data_dir>` (created
- * 0700), rate buckets, connection slots. Runs once, before the first generation is compiled.
+ * The state that outlives config generations: quota counters and the challenge secret in
+ * `<root>/<data_dir>` (created 0700), rate buckets, connection slots, bans, mitigations. Runs
+ * once, before the first generation is compiled.
  */
-function createServices(root: string, dataDir: string, bus: EventBus, logger: AppLogger): PipelineServices {
+function createServices(dataDir: string, bus: EventBus, secret: ChallengeSecret, logger: AppLogger): PipelineServices {
   const quota = openQuotaStore({
-    dataDir: isAbsolute(dataDir) ? dataDir : join(root, dataDir),
+    dataDir,
     onExceeded(e) {
       logger.warn({ site: e.site, window_start: e.window_start, bytes: e.bytes, limit: e.limit }, 'quota_exceeded: the site reached its monthly quota');
       bus.publish({ kind: 'quota_exceeded', time: new Date().toISOString(), ...e });
     },
     onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
   });
-  return { quota, shaper: createRateShaper(), slots: createConnectionSlots(), bans: createBanList(), rates: createRateCounters(), transparentWarned: new Set() };
+  const mitigation = createMitigation((e) => {
+    if (e.state === 'enter') logger.warn({ site: e.site, rps: e.rps, threshold_rps: e.threshold_rps, factor: e.factor, until: e.until }, 'mitigation: site over its RPS threshold, rate limits tightened');
+    else logger.info({ site: e.site, since: e.since, peak_rps: e.rps }, 'mitigation ended: rate limits restored');
+    bus.publish(e);
+  });
+  return {
+    quota,
+    shaper: createRateShaper(),
+    slots: createConnectionSlots(),
+    bans: createBanList(),
+    rates: createRateCounters(),
+    transparentWarned: new Set(),
+    challenge: createChallengeTokens({ secret: secret.get }),
+    mitigation,
+  };
 }
 
 /** Everything after the logger: config, listeners, admin API, watchers; each registers its shutdown step. */
 async function start(root: string, logger: AppLogger, pools: OriginPools, shutdown: Shutdown): Promise<void> {
   let bus: EventBus | undefined;
   let services: PipelineServices | undefined;
+  let secret: ChallengeSecret | undefined;
   const runtime = createProxyRuntime({
     root,
     logger,
     pools,
     services(startGlobal) {
       bus = createEventBus(startGlobal.events.channel_capacity, (err) => logger.error({ err }, 'telemetry subscriber failed'));
-      services = createServices(root, startGlobal.data_dir, bus, logger);
+      const dataDir = isAbsolute(startGlobal.data_dir) ? startGlobal.data_dir : join(root, startGlobal.data_dir);
+      secret = openChallengeSecret(dataDir);
+      services = createServices(dataDir, bus, secret, logger);
       return services;
     },
   });
-  if (!bus || !services) throw new Error('proxy services were not created');
+  if (!bus || !services || !secret) throw new Error('proxy services were not created');
   const quota = services.quota;
   shutdown.add('quota counters', () => quota.close());
+  const mitigation = services.mitigation;
+  shutdown.add('mitigation timer', () => mitigation.close());
+  const challengeSecret = secret;
   const first = runtime.current();
   applyLogLevel(logger, first);
   const siteIds = (gen: Generation): Set<string> => new Set(gen.sites.map((s) => s.id));
@@ -136,6 +160,13 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   const slots = services.slots;
   runtime.onSwap((gen) => {
     applyLogLevel(logger, gen);
+    // A deleted (or replaced) secret applies without a restart: every clearance ends.
+    try {
+      const how = challengeSecret.load();
+      if (how !== 'read') logger.warn({ how }, 'new challenge secret: earlier clearances are invalid');
+    } catch (err) {
+      logger.error({ err }, 'cannot read the challenge secret: the current one stays');
+    }
     ring.configure(gen.global.events.recent_buffer, siteIds(gen));
     telemetry.configure(gen.global.events.aggregate_retention_hours, siteIds(gen));
     events.setCapacity(gen.global.events.channel_capacity);

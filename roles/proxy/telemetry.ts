@@ -54,12 +54,15 @@ interface SiteCounters {
   durationSum: number;
   durationCount: number;
   quotaExceeded: number;
+  /** mitigation enter events; `mitigating` is 1 between an enter and its exit. */
+  mitigations: number;
+  mitigating: number;
   /** Minute start (ms) -> aggregate, oldest first (insertion order). */
   minutes: Map<number, MinuteAggregate>;
 }
 
 function newSite(): SiteCounters {
-  return { requests: new Map(), bytesIn: 0, bytesOut: 0, rules: new Map(), buckets: BUCKETS.map(() => 0), durationSum: 0, durationCount: 0, quotaExceeded: 0, minutes: new Map() };
+  return { requests: new Map(), bytesIn: 0, bytesOut: 0, rules: new Map(), buckets: BUCKETS.map(() => 0), durationSum: 0, durationCount: 0, quotaExceeded: 0, mitigations: 0, mitigating: 0, minutes: new Map() };
 }
 
 function label(value: string): string {
@@ -101,6 +104,12 @@ export function createTelemetry(retentionHours: number, now: () => number = Date
     record(e) {
       if (e.kind === 'quota_exceeded') {
         site(e.site).quotaExceeded++;
+        return;
+      }
+      if (e.kind === 'mitigation') {
+        const s = site(e.site);
+        if (e.state === 'enter') s.mitigations++;
+        s.mitigating = e.state === 'enter' ? 1 : 0;
         return;
       }
       const s = site(e.site ?? UNROUTED);
@@ -162,6 +171,10 @@ export function createTelemetry(retentionHours: number, now: () => number = Date
       }
       family('osproxy_quota_exceeded_total', 'counter', 'quota_exceeded events (one per site and quota window).');
       for (const [id, s] of sites) if (s.quotaExceeded > 0) out.push(`osproxy_quota_exceeded_total{site="${label(id)}"} ${s.quotaExceeded}`);
+      family('osproxy_mitigations_total', 'counter', 'Times a site entered auto-mitigation (RPS above threshold_rps).');
+      for (const [id, s] of sites) if (s.mitigations > 0) out.push(`osproxy_mitigations_total{site="${label(id)}"} ${s.mitigations}`);
+      family('osproxy_mitigating', 'gauge', '1 while the site is under auto-mitigation (rate limits multiplied by factor).');
+      for (const [id, s] of sites) if (s.mitigations > 0) out.push(`osproxy_mitigating{site="${label(id)}"} ${s.mitigating}`);
       family('osproxy_quota_used_bytes', 'gauge', 'Bytes counted in the current quota window.');
       for (const s of g.sites) out.push(`osproxy_quota_used_bytes{site="${label(s.id)}"} ${s.quotaBytes}`);
       family('osproxy_quota_limit_bytes', 'gauge', 'monthly_quota_bytes of sites that have one.');

@@ -2,6 +2,7 @@
  * Verdicts of the request pipeline (DESIGN "The proxy's request pipeline"): every check answers
  * `allow`, or a non-allow verdict naming its rule id; the first non-allow verdict wins.
  */
+import type { RequestContext } from './request-context.ts';
 
 export interface AllowVerdict {
   readonly kind: 'allow';
@@ -16,7 +17,11 @@ export interface DenyVerdict {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
-/** Serve the proof-of-work page instead (part 2); without a challenge phase it degrades to 429. */
+/**
+ * Ask for the proof-of-work page. The pipeline's challenge gate (challenge.ts) turns it into the
+ * page (a respond verdict), skips it for a client with clearance, or degrades it per
+ * challenge.mode; one that reaches the data plane anyway is answered 429.
+ */
 export interface ChallengeVerdict {
   readonly kind: 'challenge';
   readonly rule: string;
@@ -36,7 +41,14 @@ export interface CloseVerdict {
   readonly rule: string;
 }
 
-export type Verdict = AllowVerdict | DenyVerdict | ChallengeVerdict | RedirectVerdict | CloseVerdict;
+/** The proxy answers itself (the challenge page, the verify endpoint): `respond` writes the whole answer. */
+export interface RespondVerdict {
+  readonly kind: 'respond';
+  readonly rule: string | null;
+  readonly respond: (ctx: RequestContext) => void;
+}
+
+export type Verdict = AllowVerdict | DenyVerdict | ChallengeVerdict | RedirectVerdict | CloseVerdict | RespondVerdict;
 
 export const ALLOW: AllowVerdict = Object.freeze({ kind: 'allow' });
 

@@ -212,10 +212,29 @@ export interface RequestOptions {
   tls?: { servername?: string; ca: string | Buffer };
 }
 
-/** One request on a fresh connection; resolves with the whole response. */
+/**
+ * What a browser sends besides Host: sites score bots by default (spec/3 §2.5 `bot.enabled`), and
+ * a bare client would be challenged.
+ */
+export const BROWSER_HEADERS: Readonly<Record<string, string>> = {
+  'user-agent': 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36',
+  accept: 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8',
+  'accept-language': 'en-US,en;q=0.9',
+  'accept-encoding': 'gzip, deflate',
+};
+
+/**
+ * `headers` on top of a browser's, unless they name their own User-Agent: a test that does
+ * controls every header (bot-score tests).
+ */
+export function withBrowserHeaders<T extends string | string[]>(headers: Record<string, T> = {}): Record<string, T | string> {
+  return Object.keys(headers).some((k) => k.toLowerCase() === 'user-agent') ? { ...headers } : { ...BROWSER_HEADERS, ...headers };
+}
+
+/** One request on a fresh connection, with a browser's headers (see withBrowserHeaders); resolves with the whole response. */
 export function request(opts: RequestOptions): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string | string[]> = { ...opts.headers };
+    const headers: Record<string, string | string[]> = withBrowserHeaders(opts.headers);
     if (opts.host !== undefined) headers['host'] = opts.host;
     const common = { host: '127.0.0.1', port: opts.port, path: opts.path ?? '/', method: opts.method ?? 'GET', headers, agent: false as const };
     const req = opts.tls

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import type { Daemon } from '../hostkit-process.ts';
 import { connectWs, startWsOrigin, type WsOrigin } from './websocket.ts';
-import { api, freePort, makeRoot, READONLY_TOKEN, request, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
+import { api, freePort, makeRoot, READONLY_TOKEN, request, startOrigin, startProxy, until, type Origin, type ProxyRoot, withBrowserHeaders } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
@@ -220,7 +220,7 @@ test('bans and rate counters survive a reload', async () => {
 
 /** Starts a request and resolves once the proxy has answered... or never: `abort` cuts it. */
 function openSlow(siteId: string, ip: string, ms: number): { done: Promise<number>; abort: () => void } {
-  const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: `/slow/${ms}`, headers: { host: `${siteId}.test`, 'x-forwarded-for': ip }, agent: false });
+  const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: `/slow/${ms}`, headers: withBrowserHeaders({ host: `${siteId}.test`, 'x-forwarded-for': ip }), agent: false });
   const done = new Promise<number>((resolve) => {
     req.on('response', (res) => {
       res.resume();

@@ -12,7 +12,7 @@ import { Agent, request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { startHostkit, type Daemon } from '../hostkit-process.ts';
-import { api, makeRoot, request, seenOf, servedBy, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
+import { api, makeRoot, request, seenOf, servedBy, startOrigin, startProxy, until, type Origin, type ProxyRoot, withBrowserHeaders } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
@@ -119,7 +119,7 @@ test('2,000 requests during a stream of reloads (changed, rewritten in place, br
   const hosts = ['load.test', 'blog.test'];
   const one = (i: number): Promise<void> =>
     new Promise((resolve) => {
-      const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: `/load/${i}`, headers: { host: hosts[i % 2] as string }, agent }, (res) => {
+      const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: `/load/${i}`, headers: withBrowserHeaders({ host: hosts[i % 2] as string }), agent }, (res) => {
         res.resume();
         res.on('end', () => {
           statuses.set(res.statusCode ?? 0, (statuses.get(res.statusCode ?? 0) ?? 0) + 1);

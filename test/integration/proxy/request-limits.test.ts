@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import type { Daemon } from '../hostkit-process.ts';
-import { api, makeRoot, request, startOrigin, startProxy, type Origin, type ProxyRoot } from './harness.ts';
+import { api, makeRoot, request, startOrigin, startProxy, type Origin, type ProxyRoot, withBrowserHeaders } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
@@ -103,7 +103,7 @@ test('413 from a Content-Length over max_body_bytes, before the origin is contac
  */
 function chunkedUpload(total: number, pauseMs = 0): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: '/stream', method: 'POST', headers: { host: HOST }, agent: false });
+    const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: '/stream', method: 'POST', headers: withBrowserHeaders({ host: HOST }), agent: false });
     req.on('response', (res) => {
       res.resume();
       resolve(res.statusCode ?? 0);

@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import type { Daemon } from '../hostkit-process.ts';
 import { connect } from 'node:net';
-import { api, freePort, makeRoot, request, seenOf, servedBy, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
+import { api, freePort, makeRoot, request, seenOf, servedBy, startOrigin, startProxy, until, type Origin, type ProxyRoot, withBrowserHeaders, BROWSER_HEADERS } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
@@ -139,7 +139,7 @@ test('upgrades: h2c is served as a plain request; WebSocket handshakes go to the
   assert.equal(seenOf(h2c).headers['upgrade'], undefined);
   assert.equal(seenOf(h2c).headers['http2-settings'], undefined);
   const ws = (host: string): string =>
-    `GET /ws HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`;
+    `GET /ws HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nUser-Agent: ${BROWSER_HEADERS['user-agent']}\r\nAccept-Language: en\r\nAccept-Encoding: gzip\r\n\r\n`;
   // The echo origin has no upgrade handler and answers 200: relayed as a plain response.
   assert.equal(await rawStatusLine(ws('other.example')), 'HTTP/1.1 200 OK');
   assert.equal(await rawStatusLine(ws('nows.example')), 'HTTP/1.1 403 Forbidden');
@@ -156,7 +156,7 @@ test('bodies stream both ways: 8 MiB up with Content-Length and chunked, 8 MiB d
   assert.equal(seenOf(up).bodyBytes, body.length);
   assert.equal(seenOf(up).bodySha256, sha);
   const chunked = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: '/up', method: 'PUT', headers: { host: 'other.example' }, agent: false });
+    const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: '/up', method: 'PUT', headers: withBrowserHeaders({ host: 'other.example' }), agent: false });
     req.on('response', (res) => {
       let text = '';
       res.on('data', (c: Buffer) => (text += c.toString()));

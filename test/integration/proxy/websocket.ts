@@ -8,6 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
+import { withBrowserHeaders } from './harness.ts';
 
 const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 export const OP = { text: 1, binary: 2, close: 8, ping: 9, pong: 10 } as const;
@@ -87,7 +88,9 @@ export function connectWs(opts: { port: number; host: string; path?: string; hea
   return new Promise((resolve, reject) => {
     const key = randomBytes(16).toString('base64');
     const socket: Socket = opts.tls ? tlsConnect({ port: opts.port, host: '127.0.0.1', servername: opts.host, ca: opts.tls.ca, ALPNProtocols: ['http/1.1'] }) : connect(opts.port, '127.0.0.1');
-    const extra = Object.entries(opts.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    // A browser's handshake has no Accept; the rest of its headers keep the bot score at 0.
+    const { accept: _accept, ...browser } = withBrowserHeaders(opts.headers);
+    const extra = Object.entries(browser).map(([k, v]) => `${k}: ${v}\r\n`).join('');
     socket.write(`GET ${opts.path ?? '/ws'} HTTP/1.1\r\nHost: ${opts.host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\n${extra}\r\n`);
     let head = Buffer.alloc(0);
     const frames: Frame[] = [];

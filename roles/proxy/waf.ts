@@ -1,0 +1,234 @@
+/**
+ * The WAF (spec/3 §2.5 `waf.*`): scanner user agents, the operators' custom rules and the
+ * built-in pattern families, in that order, in the pipeline's waf phase (headers and target),
+ * and again for the body in the body phase (body-inspect.ts) when `inspect_body` is on and the
+ * body is text-like. Everything is compiled once per config generation; a request decodes its
+ * target once, and only when some rule looks at it.
+ *
+ * Verdicts: a family or scanner hit is 403 with the family's rule id (sqli, xss, path_traversal,
+ * rce, scanner); a custom rule blocks (403), challenges, or logs (the request goes on with the
+ * rule id recorded, so its hits show in rule_hits). A block anywhere beats a challenge.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { ProxySiteConfig } from '../../src/contracts/types.ts';
+import { compileLinear, type LinearRegex } from './linear-regex.ts';
+import { decodeOnce } from './request-limits.ts';
+import type { RequestContext } from './request-context.ts';
+import { ALLOW, deny, type Verdict } from './verdict.ts';
+import { FAMILIES, HEADER_RCE, SCANNER_UA, type Family } from './waf-patterns.ts';
+
+type Protection = ProxySiteConfig['protection'];
+type WafConfig = Protection['waf'];
+type CustomRule = WafConfig['custom_rules'][number];
+
+/** Rule id of scanner user agents (the family ids are the family names). */
+export const SCANNER_RULE = 'scanner';
+
+const SCANNER = deny(403, SCANNER_RULE);
+const NO_HIT: { block?: Verdict; challenge?: Verdict } = Object.freeze({});
+const FAMILY_ORDER: readonly Family[] = ['sqli', 'xss', 'path_traversal', 'rce'];
+const FAMILY_DENY: Readonly<Record<Family, Verdict>> = {
+  sqli: deny(403, 'sqli'),
+  xss: deny(403, 'xss'),
+  path_traversal: deny(403, 'path_traversal'),
+  rce: deny(403, 'rce'),
+};
+
+/** Form decoding: `+` is a space, then percent escapes, once. */
+export function decodeForm(s: string): string {
+  return decodeOnce(s.includes('+') ? s.replace(/\+/g, ' ') : s);
+}
+
+function decodedTarget(ctx: RequestContext): string {
+  const { target, path } = ctx;
+  return target.length > path.length ? `${decodeOnce(path)}?${decodeForm(target.slice(path.length + 1))}` : decodeOnce(path);
+}
+
+/** The views a request offers to custom rules, each computed at most once. */
+class RequestViews {
+  private readonly ctx: RequestContext;
+  private decodedTarget: string | undefined;
+  private decodedQuery: string | undefined;
+  private readonly lower = new Map<string, string>();
+
+  constructor(ctx: RequestContext) {
+    this.ctx = ctx;
+  }
+
+  /** The query string without `?`, form-decoded once. */
+  query(): string {
+    if (this.decodedQuery === undefined) {
+      const { target, path } = this.ctx;
+      this.decodedQuery = target.length > path.length ? decodeForm(target.slice(path.length + 1)) : '';
+    }
+    return this.decodedQuery;
+  }
+
+  /** Path and query decoded once (`+` stays in the path, is a space in the query). */
+  target(): string {
+    this.decodedTarget ??= decodedTarget(this.ctx);
+    return this.decodedTarget;
+  }
+
+  /** A custom rule's input, lower-cased for the linear matcher; undefined when absent. */
+  input(target: CustomRule['target']): string | undefined {
+    const key = typeof target === 'string' ? target : `h:${target.header}`;
+    let v = this.lower.get(key);
+    if (v !== undefined) return v;
+    const req = this.ctx.req;
+    let raw: string | undefined;
+    if (target === 'uri') raw = this.target();
+    else if (target === 'query') raw = this.query();
+    else if (target === 'method') raw = req.method;
+    else if (target === 'user_agent') raw = headerValue(req, 'user-agent');
+    else if (typeof target === 'object') raw = headerValue(req, target.header.toLowerCase());
+    if (raw === undefined) return undefined;
+    v = raw.toLowerCase();
+    this.lower.set(key, v);
+    return v;
+  }
+}
+
+/** A header's value (repeated ones joined), decoded once; undefined when absent. */
+function headerValue(req: IncomingMessage, name: string): string | undefined {
+  const v = req.headers[name];
+  if (v === undefined) return undefined;
+  const s = Array.isArray(v) ? v.join(', ') : v;
+  return s.includes('%') ? decodeOnce(s) : s;
+}
+
+/** Every header value, one per line (for Log4Shell lookups and shellshock anywhere). */
+function headerValues(rawHeaders: readonly string[]): string {
+  let s = '';
+  for (let i = 1; i < rawHeaders.length; i += 2) s += `${rawHeaders[i] as string}\n`;
+  return s;
+}
+
+interface CompiledRule {
+  readonly id: string;
+  readonly target: CustomRule['target'];
+  readonly re: LinearRegex;
+  readonly action: CustomRule['action'];
+  /** The verdict for block and challenge; undefined for log. */
+  readonly verdict: Verdict | undefined;
+}
+
+function compileRules(rules: readonly CustomRule[]): CompiledRule[] {
+  return rules
+    .filter((r) => r.enabled)
+    .map((r) => ({
+      id: r.id,
+      target: r.target,
+      re: compileLinear(r.pattern),
+      action: r.action,
+      verdict: r.action === 'block' ? deny(403, r.id) : r.action === 'challenge' ? Object.freeze({ kind: 'challenge' as const, rule: r.id }) : undefined,
+    }));
+}
+
+/**
+ * Runs custom rules over their inputs in file order: the first block wins at once; a log hit
+ * records its id (unless an earlier rule did) and matching goes on. The first challenge hit is
+ * returned separately: the caller answers it only when no family blocks either, so a client
+ * with challenge clearance never gets a blocked payload through.
+ */
+function runRules(rules: readonly CompiledRule[], ctx: RequestContext, inputOf: (r: CompiledRule) => string | undefined): { block?: Verdict; challenge?: Verdict } {
+  let challenge: Verdict | undefined;
+  for (const rule of rules) {
+    if (rule.action === 'challenge' && challenge !== undefined) continue;
+    const input = inputOf(rule);
+    if (input === undefined || !rule.re.test(input)) continue;
+    if (rule.action === 'block') return { block: rule.verdict as Verdict };
+    if (rule.action === 'challenge') challenge = rule.verdict;
+    else ctx.rule ??= rule.id;
+  }
+  return challenge ? { challenge } : {};
+}
+
+function enabledFamilies(waf: WafConfig): Family[] {
+  return FAMILY_ORDER.filter((f) => waf[f]);
+}
+
+/**
+ * The site's waf-phase check, or undefined when nothing is on. Runs after request limits, once
+ * per request: scanner user agent, custom rules on the target and headers, then the families on
+ * the decoded target (and the rce family's lookups on header values).
+ */
+export function createWafCheck(protection: Protection): ((ctx: RequestContext) => Verdict) | undefined {
+  const waf = protection.waf;
+  const rules = compileRules(waf.custom_rules.filter((r) => r.target !== 'body'));
+  const families = enabledFamilies(waf).map((f) => ({ re: FAMILIES[f].url, verdict: FAMILY_DENY[f] }));
+  const scanner = waf.scanner_block;
+  const rceHeaders = waf.rce;
+  if (!scanner && rules.length === 0 && families.length === 0) return undefined;
+
+  return function checkWaf(ctx) {
+    const req = ctx.req;
+    if (scanner) {
+      const ua = req.headers['user-agent'];
+      if (ua !== undefined && SCANNER_UA.test(ua)) return SCANNER;
+    }
+    // Requests of sites without custom rules decode their target once and allocate nothing else.
+    const views = rules.length > 0 ? new RequestViews(ctx) : undefined;
+    const hit = views ? runRules(rules, ctx, (r) => views.input(r.target)) : NO_HIT;
+    if (hit.block) return hit.block;
+    if (families.length > 0) {
+      const target = views ? views.target() : decodedTarget(ctx);
+      for (const f of families) if (f.re.test(target)) return f.verdict;
+      if (rceHeaders && HEADER_RCE.test(headerValues(req.rawHeaders))) return FAMILY_DENY.rce;
+    }
+    return hit.challenge ?? ALLOW;
+  };
+}
+
+// Bodies the WAF reads: forms, text, JSON and XML (spec/3 §2.5 "urlencoded or text bodies").
+const TEXT_LIKE = /^(?:text\/[^;]+|application\/(?:x-www-form-urlencoded|json|xml|[\w.+-]+\+(?:json|xml)))\s*(?:;|$)/i;
+
+/** Whether a Content-Type names a body the WAF inspects. */
+export function isTextLike(contentType: string | undefined): boolean {
+  return contentType !== undefined && TEXT_LIKE.test(contentType);
+}
+
+/** The body phase of the WAF (see body-inspect.ts for how the bytes are read). */
+export interface WafBodyCheck {
+  /** At most this many bytes are buffered and inspected (body_inspect_bytes). */
+  readonly limit: number;
+  /** Whether this request's body is inspected: it has one and its type is text-like. */
+  wants(req: IncomingMessage): boolean;
+  /** Inspects the first `limit` bytes of the body. */
+  check(ctx: RequestContext, body: Buffer): Verdict;
+}
+
+/**
+ * The site's body check, or undefined when `inspect_body` is off or no family or body rule is on.
+ * Runs after every header-phase check allowed the request, on at most body_inspect_bytes.
+ */
+export function createWafBodyCheck(protection: Protection): WafBodyCheck | undefined {
+  const waf = protection.waf;
+  const limit = protection.request_limits.body_inspect_bytes;
+  if (!waf.inspect_body || limit <= 0) return undefined;
+  const rules = compileRules(waf.custom_rules.filter((r) => r.target === 'body'));
+  const families = enabledFamilies(waf).map((f) => ({ re: FAMILIES[f].body, verdict: FAMILY_DENY[f] }));
+  if (rules.length === 0 && families.length === 0) return undefined;
+
+  return {
+    limit,
+    wants(req) {
+      const declared = req.headers['content-length'];
+      const hasBody = req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
+      return hasBody && isTextLike(req.headers['content-type']);
+    },
+    check(ctx, body) {
+      const raw = body.toString('utf8', 0, Math.min(body.length, limit));
+      const form = /^application\/x-www-form-urlencoded/i.test(ctx.req.headers['content-type'] ?? '');
+      const text = form ? decodeForm(raw) : decodeOnce(raw);
+      let hit = NO_HIT;
+      if (rules.length > 0) {
+        const lower = text.toLowerCase();
+        hit = runRules(rules, ctx, () => lower);
+        if (hit.block) return hit.block;
+      }
+      for (const f of families) if (f.re.test(text)) return f.verdict;
+      return hit.challenge ?? ALLOW;
+    },
+  };
+}
