@@ -6,23 +6,11 @@
  */
 import type { Database } from '../../../../src/lib/sqlite.ts';
 import { promisify, type Async } from '../../store/repository.ts';
-import { parseSettings, type BandwidthSettings, type ExceedAction } from './settings.ts';
+import type { ServerLimitsEntry } from '../../../../src/contracts/types.ts';
+import { parseSettings, type BandwidthSettings } from './settings.ts';
 
-export interface OverrideRow {
-  server_id: number;
-  enabled: number;
-  rx_speed_mbps: number;
-  tx_speed_mbps: number;
-  rx_quota_day_gb: number;
-  rx_quota_week_gb: number;
-  rx_quota_month_gb: number;
-  tx_quota_day_gb: number;
-  tx_quota_week_gb: number;
-  tx_quota_month_gb: number;
-  exceed_action: ExceedAction;
-  throttle_rx_mbps: number;
-  throttle_tx_mbps: number;
-}
+/** A per-server override row (spec/1 §2.9): the contract's limits entry, keyed by server, enabled as 0/1. */
+export type OverrideRow = Omit<Required<ServerLimitsEntry>, 'uuid' | 'enabled'> & { server_id: number; enabled: number };
 
 export interface NodeStatusRow {
   node_id: number;
