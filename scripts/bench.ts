@@ -5,11 +5,16 @@
  * node-agent: 1,000 veth pairs in a private network namespace (hkbench-<pid>), the agent's
  * cycle and PUT /limits measured inside it (scripts/bench/node-agent.ts).
  * proxy: osproxy against nginx in front of the same origin (scripts/bench/proxy.ts).
+ * panel: the bandwidth addon's node-facing API and admin JSON (scripts/bench/panel.ts).
+ *
+ * `node scripts/bench.ts [node-agent] [proxy] [panel]` runs only the named sections (all without
+ * arguments); each section replaces only its own part of docs/benchmarks.md.
  */
 import { execFileSync } from 'node:child_process';
 import { basename, join, dirname } from 'node:path';
 import { build } from 'esbuild';
 import { machine, writeSection } from './bench/report.ts';
+import { panelBench } from './bench/panel.ts';
 import { proxyBench } from './bench/proxy.ts';
 import { fileURLToPath } from 'node:url';
 
@@ -44,7 +49,7 @@ async function nodeAgent(): Promise<Record<string, number>> {
 
 
 
-async function main(): Promise<void> {
+async function nodeAgentBench(): Promise<void> {
   const date = new Date().toISOString().slice(0, 10);
   process.stdout.write(`bench: node agent, ${N} servers in a network namespace...\n`);
   const r = await nodeAgent();
@@ -64,8 +69,25 @@ async function main(): Promise<void> {
   ].join('\n');
   writeSection('Node agent', body);
   process.stdout.write(`bench: results written to docs/benchmarks.md\n`);
-  process.stdout.write('bench: reverse proxy against nginx...\n');
-  await proxyBench();
+}
+
+const SECTIONS: Record<string, () => Promise<void>> = {
+  'node-agent': nodeAgentBench,
+  proxy: async () => {
+    process.stdout.write('bench: reverse proxy against nginx...\n');
+    await proxyBench();
+  },
+  panel: async () => {
+    process.stdout.write('bench: panel bandwidth addon...\n');
+    await panelBench();
+  },
+};
+
+async function main(): Promise<void> {
+  const wanted = process.argv.slice(2);
+  const unknown = wanted.filter((w) => !(w in SECTIONS));
+  if (unknown.length > 0) throw new Error(`unknown benchmark section(s) ${unknown.join(', ')}; known: ${Object.keys(SECTIONS).join(', ')}`);
+  for (const name of wanted.length === 0 ? Object.keys(SECTIONS) : wanted) await SECTIONS[name]?.();
 }
 
 await main();

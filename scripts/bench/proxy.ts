@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { Bench } from 'tinybench';
 import { createAclTest } from '../../roles/proxy/acl.ts';
+import { freePort } from '../../test/integration/hostkit-process.ts';
 import { machine, writeSection } from './report.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -34,14 +35,6 @@ const FORM_BODY = `name=alice&comment=${'lorem+ipsum+dolor+sit+amet+'.repeat(37)
 const TOKEN = 'bench-token-0123456789abcdef';
 const DURATION = '5s';
 const CONNECTIONS = 32;
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 function nginxConf(dir: string, name: string, server: string, upstream = ''): string {
   const file = join(dir, `${name}.conf`);

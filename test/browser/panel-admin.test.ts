@@ -6,70 +6,27 @@
  * suspended; and a POST without the CSRF token refused with 403.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { generateSync } from 'otplib';
-import type { Browser, Page } from 'playwright-core';
-import { freePort, runHostkit, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
+import type { Browser } from 'playwright-core';
 import { launchChromium } from './chromium.ts';
+import { ADMIN, enrolTwoFactor, signIn as signInAt, startWebPanel, submit, type WebPanel } from './panel-login.ts';
 
-const env = { HOSTKIT_FROM_SOURCE: '1' };
-const ADMIN = { username: 'admin', email: 'admin@example.com', password: 'correct-horse-battery' };
-
-let dir = '';
 let base = '';
-let panel: Daemon | undefined;
+let panel: WebPanel | undefined;
 let browser: Browser | undefined;
 
-/** Polls until the panel answers, or fails with its output. */
-async function waitForPanel(daemon: Daemon): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${base}/auth/login`)).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (daemon.child.exitCode !== null) throw new Error(`the panel exited:\n${daemon.output()}`);
-    if (Date.now() > deadline) throw new Error(`the panel did not start:\n${daemon.output()}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'hostkit-panel-web-'));
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  const config = join(dir, 'panel.yaml');
-  writeFileSync(
-    config,
-    [`listen: "127.0.0.1:${port}"`, `base_url: "${base}"`, `data_dir: "${join(dir, 'data')}"`, `volumes_dir: "${join(dir, 'volumes')}"`, 'logging:', '  console: false', ''].join('\n'),
-  );
-  const created = runHostkit(['panel', 'user', 'create', '--username', ADMIN.username, '--email', ADMIN.email, '--password', ADMIN.password, '--admin', '--config', config], { env });
-  assert.equal(created.code, 0, created.stderr + created.stdout);
-  panel = startHostkit(['panel', 'serve', '--config', config], { env });
-  await waitForPanel(panel);
+  panel = await startWebPanel();
+  base = panel.base;
   browser = await launchChromium();
 });
 
 after(async () => {
   await browser?.close();
   await panel?.stop();
-  rmSync(dir, { recursive: true, force: true });
 });
 
-async function submit(page: Page, label: string): Promise<void> {
-  await Promise.all([page.waitForLoadState('load'), page.click(`button:has-text("${label}")`)]);
-}
-
-async function signIn(page: Page): Promise<void> {
-  await page.goto(`${base}/auth/login`);
-  await page.fill('#f-username', ADMIN.username);
-  await page.fill('#f-password', ADMIN.password);
-  await submit(page, 'Sign in');
-}
+const signIn = (page: Parameters<typeof signInAt>[0]): Promise<void> => signInAt(page, base);
 
 test('admin web: 2FA enrolment, checkpoint, and the location/node/nest/egg/server flow', { timeout: 90_000 }, async () => {
   assert.ok(browser !== undefined);
@@ -87,11 +44,8 @@ test('admin web: 2FA enrolment, checkpoint, and the location/node/nest/egg/serve
   assert.equal(new URL(page.url()).pathname, '/account/two-factor');
   assert.match(await page.textContent('main') ?? '', /Administrators must enable two-factor authentication/);
   assert.ok(((await page.getAttribute('img[alt^="QR code"]', 'src')) ?? '').startsWith('data:image/png;base64,'));
-  const secret = ((await page.textContent('#totp-secret')) ?? '').trim();
+  const { secret, codes } = await enrolTwoFactor(page);
   assert.match(secret, /^[A-Z2-7]{16,}$/);
-  await page.fill('#f-code', generateSync({ secret }));
-  await submit(page, 'Enable two-factor authentication');
-  const codes = (await page.locator('#recovery-codes li').allTextContents()).map((c) => c.trim());
   assert.equal(codes.length, 10);
   assert.match(await page.textContent('main') ?? '', /not shown again/);
 

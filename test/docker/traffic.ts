@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { hostVethOf } from '../../src/lib/veth.ts';
 import type { DockerHarness, TestContainer, TestNetwork } from './harness.ts';
 
@@ -74,4 +74,43 @@ export async function push(c: TestContainer, port: number, bytes: number): Promi
     sock.on('drain', pump);
     pump();
   });
+}
+
+/**
+ * Sends `bytes` container -> a host receiver on the network's gateway as fast as the path allows,
+ * or fewer when `stopWhen` (checked every 200 ms) turns true first, as a quota enforced on the
+ * way does. The receiver hangs up either way, so a throttle that lands meanwhile cannot stretch
+ * the run. Returns the bytes received.
+ */
+export async function pushUp(docker: DockerHarness, net: TestNetwork, c: TestContainer, bytes: number, opts: { stopWhen?: () => Promise<boolean>; timeoutS?: number } = {}): Promise<number> {
+  const timeoutS = opts.timeoutS ?? 60;
+  let received = 0;
+  let stop: () => void = () => undefined;
+  const stopped = new Promise<void>((r) => (stop = r));
+  const conns = new Set<Socket>();
+  const server = createServer((s) => {
+    conns.add(s);
+    s.on('data', (d: Buffer) => {
+      received += d.length;
+      if (received >= bytes) stop();
+    }).on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, net.gateway, r));
+  const port = (server.address() as { port: number }).port;
+  const sender = docker.exec(c.name, ['sh', '-c', `timeout ${timeoutS} nc ${net.gateway} ${port} < /dev/zero`], { timeoutMs: (timeoutS + 10) * 1000 });
+  let watching = opts.stopWhen !== undefined;
+  const watch = async (): Promise<void> => {
+    while (watching) {
+      if (await opts.stopWhen?.()) return stop();
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  const watcher = watch();
+  await Promise.race([stopped, sender]);
+  watching = false;
+  for (const s of conns) s.destroy();
+  server.close();
+  await sender;
+  await watcher;
+  return received;
 }

@@ -58,6 +58,16 @@ export async function timeseries(store: BandwidthStore, hours: number, filter: {
   return { hours, bucket: 'day', points };
 }
 
+/**
+ * The top consumers of the last `hours` hours: per hour up to a week, per day (in the quota
+ * timezone, like the timeseries) beyond, where the hourly rows would be 24 times as many to sum.
+ */
+export async function topConsumers(store: BandwidthStore, hours: number, nodeId?: number, nowMs = Date.now()): Promise<{ server_id: number; rx_bytes: number; tx_bytes: number }[]> {
+  if (hours <= HOURLY_UP_TO) return store.topConsumers(Math.floor(nowMs / 3_600_000) * 3600 - (hours - 1) * 3600, TOP_CONSUMERS, nodeId);
+  const tz = (await store.settings()).settings.timezone;
+  return store.topConsumersDaily(dayKey(nowMs - (Math.ceil(hours / 24) - 1) * 86_400_000, tz), TOP_CONSUMERS, nodeId);
+}
+
 /** The node cards, from the panel's own records (no node is called). */
 export async function nodeCards(ctx: PanelContext, store: BandwidthStore): Promise<Record<string, unknown>[]> {
   const statuses = new Map((await store.nodes()).map((s) => [s.node_id, s]));
@@ -99,8 +109,7 @@ export function registerAdminJson(admin: FastifyInstance, ctx: PanelContext, sto
     if (hours === null) return invalid(reply, `hours must be an integer from 1 to ${MAX_HOURS}`);
     if (nodeId === null) return invalid(reply, 'node_id must be a record id');
     const h = hours ?? 24;
-    const from = Math.floor(Date.now() / 3_600_000) * 3600 - (h - 1) * 3600;
-    const rows = await store.topConsumers(from, TOP_CONSUMERS, nodeId);
+    const rows = await topConsumers(store, h, nodeId);
     const servers = await Promise.all(rows.map((r) => ctx.store.servers.find(r.server_id)));
     return {
       hours: h,

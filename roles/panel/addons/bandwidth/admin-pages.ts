@@ -32,7 +32,7 @@ import {
   type FormState,
   type SafeHtml,
 } from '../../web/index.ts';
-import { nodeCards, TOP_CONSUMERS } from './admin-json.ts';
+import { nodeCards, topConsumers } from './admin-json.ts';
 import { effectiveLimits } from './limits.ts';
 import type { BandwidthService } from './service.ts';
 import { EXCEED_ACTIONS, SETTING_SCHEMA, type BandwidthSettings } from './settings.ts';
@@ -100,8 +100,7 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
   admin.get('/admin/bandwidth', async (req, reply) => {
     const hours = hoursParam(req);
     const cards = await nodeCards(ctx, store);
-    const from = Math.floor(Date.now() / 3_600_000) * 3600 - (hours - 1) * 3600;
-    const top = await store.topConsumers(from, TOP_CONSUMERS);
+    const top = await topConsumers(store, hours);
     const servers = await Promise.all(top.map((t) => ctx.store.servers.find(t.server_id)));
     const sum = (k: 'containers' | 'throttled' | 'quota_exceeded'): number => cards.reduce((a, c) => a + Number(c[k]), 0);
     return sendPage(req, reply, {

@@ -125,7 +125,10 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
   app.post('/events', async (req) => {
     const { events } = body<EventsRequest>(req, validateEventsRequest);
     const node = nodeOf(req);
-    const servers = new Map((await ctx.store.servers.all({ node_id: node.id })).map((s) => [s.uuid, s.id]));
+    // Only the batch's servers, by their unique uuid: loading every server of the node per batch
+    // cut a 1,000-server node to under 300 batches/s (scripts/bench/panel.ts).
+    const named = await Promise.all([...new Set(events.map((e) => e.server_uuid))].map((uuid) => ctx.store.servers.findBy({ uuid })));
+    const servers = new Map(named.flatMap((s) => (s !== undefined && s.node_id === node.id ? [[s.uuid, s.id] as const] : [])));
     const own = events.flatMap((e) => {
       const id = servers.get(e.server_uuid);
       return id === undefined ? [] : [{ server_id: id, server_uuid: e.server_uuid, type: e.type, period: e.period, direction: e.direction, message: e.message, occurred_at: e.occurred_at }];

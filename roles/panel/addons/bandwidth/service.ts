@@ -97,6 +97,7 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
   const timers = new Set<NodeJS.Timeout>();
   let stopped = false;
   let polling: Promise<void> | undefined;
+  let wakePoll: (() => void) | undefined;
 
   async function target(nodeId: number): Promise<NodeTarget | undefined> {
     const node = await ctx.store.nodes.find(nodeId);
@@ -209,7 +210,13 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
   async function pollLoop(): Promise<void> {
     while (!stopped) {
       const { settings } = await store.settings();
-      await sleep(settings.poll_interval_seconds * 1000);
+      // saveSettings wakes this wait when the interval changes, so a new interval applies at once
+      // instead of after the old one (60 s at a fresh start, up to an hour) has run out.
+      await new Promise<void>((resolve) => {
+        wakePoll = resolve;
+        void sleep(settings.poll_interval_seconds * 1000).then(resolve);
+      });
+      wakePoll = undefined;
       if (stopped) return;
       polling = pollOnce().catch((err: unknown) => log.error({ err }, 'stats poll failed'));
       await polling;
@@ -226,10 +233,13 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
   return {
     settings: () => store.settings(),
     async saveSettings(input) {
-      const version = await store.saveSettings(validateSettings(input));
+      const next = validateSettings(input);
+      const interval = (await store.settings()).settings.poll_interval_seconds;
+      const version = await store.saveSettings(next);
       if (version !== undefined) {
         log.info({ config_version: version }, 'bandwidth settings changed (config_version %d)', version);
         await pushAllOnline();
+        if (next.poll_interval_seconds !== interval) wakePoll?.();
       }
       return version;
     },
@@ -316,6 +326,7 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
       stopped = true;
       for (const t of timers) clearTimeout(t);
       timers.clear();
+      wakePoll?.();
       await polling;
     },
   };
