@@ -278,14 +278,55 @@ export function createAgent(deps: AgentDeps): Agent {
     panelState.last_error = errorMessage(err);
   }
 
+  let registering = false;
+  let refreshing = false;
+  let wakePanelLoop: (() => void) | undefined;
+
+  /** Takes the panel's heartbeat interval; a change wakes the panel loop so it applies at once. */
+  function adoptInterval(seconds: number): void {
+    if (seconds <= 0 || seconds * 1000 === heartbeatMs) return;
+    const was = heartbeatMs / 1000;
+    heartbeatMs = seconds * 1000;
+    if (panelState.registered) logger.info({ heartbeat_seconds: seconds, was }, 'heartbeat interval changed by the panel');
+    wakePanelLoop?.();
+  }
+
+  /**
+   * After new limits arrive (a push or a pull), registers again once: the settings change that
+   * bumped config_version may also have changed the heartbeat interval, which only the register
+   * answer carries (spec/1 §2.7). A failure is left to the next change or restart.
+   */
+  async function refreshRegistration(): Promise<void> {
+    if (registering || refreshing || !panelState.registered || stopped) return;
+    refreshing = true;
+    try {
+      const data = await deps.panel.register({ version: SERVICE_VERSION, hostname: hostname(), port: config.api.port, api_url: '' });
+      adoptInterval(data.heartbeat_interval_seconds);
+    } catch (err) {
+      noteTokenRejected(err);
+      logger.debug({ err: errorMessage(err) }, 'refreshing the registration failed');
+    } finally {
+      refreshing = false;
+    }
+  }
+
   async function register(): Promise<void> {
+    registering = true;
+    try {
+      await registerUntilDone();
+    } finally {
+      registering = false;
+    }
+  }
+
+  async function registerUntilDone(): Promise<void> {
     for (let attempt = 0; !stopped; attempt++) {
       try {
         const data = await deps.panel.register({ version: SERVICE_VERSION, hostname: hostname(), port: config.api.port, api_url: '' });
         panelState.registered = true;
         panelState.node_id = data.node_id;
         panelState.last_error = null;
-        if (data.heartbeat_interval_seconds > 0) heartbeatMs = data.heartbeat_interval_seconds * 1000;
+        adoptInterval(data.heartbeat_interval_seconds);
         logger.info({ node_id: data.node_id, heartbeat_seconds: heartbeatMs / 1000, config_version: data.config_version }, 'registered with the panel');
         if (data.config_version !== limits.configVersion) await pullLimits();
         return;
@@ -337,7 +378,11 @@ export function createAgent(deps: AgentDeps): Agent {
     while (!stopped) {
       await heartbeat();
       if (config.scheduler.enabled) await flushOutbox();
-      await sleep(heartbeatMs);
+      await new Promise<void>((resolve) => {
+        wakePanelLoop = resolve;
+        void sleep(heartbeatMs).then(resolve);
+      });
+      wakePanelLoop = undefined;
     }
   }
 
@@ -449,11 +494,13 @@ export function createAgent(deps: AgentDeps): Agent {
     if (typeof n === 'string') throw new AppError('ERR_BAD_REQUEST', n, { status: 400 });
     return serial(async () => {
       const events = speedEvents(limits.servers, n.servers);
+      const versionChanged = n.configVersion !== limits.configVersion;
       store.replaceLimits(n.configVersion, n.timezone, n.servers, events);
       limits = store.loadLimits();
       for (const f of n.failed) logger.warn({ index: f.index, reason: f.reason }, 'limits entry failed');
       logger.info({ config_version: n.configVersion, servers: n.servers.length, failed: n.failed.length, timezone: tz() }, 'limits replaced');
       await cycle();
+      if (versionChanged) void refreshRegistration();
       return { applied: n.servers.length, failed: n.failed.length };
     });
   }

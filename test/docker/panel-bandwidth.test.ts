@@ -19,7 +19,8 @@ import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { localRequest } from '../../src/lib/local-socket.ts';
 import type { AgentStatus } from '../../roles/node-agent/agent.ts';
 import { QUOTA_PREFIX } from '../../roles/panel/addons/bandwidth/service.ts';
-import { SETTING_DEFAULTS, type BandwidthSettings } from '../../roles/panel/addons/bandwidth/settings.ts';
+import type { BandwidthSettings } from '../../roles/panel/addons/bandwidth/settings.ts';
+import { bandwidthSettingsForm } from '../integration/panel/bandwidth-settings.ts';
 import { freePort, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { adminSession, type AdminSession } from '../integration/panel/admin-session.ts';
 import { startPanel, type TestPanel } from '../integration/panel/harness.ts';
@@ -56,7 +57,7 @@ let nodeId: number;
 let ownerId: number;
 let eggId: number;
 const allocations: number[] = [];
-let settings: BandwidthSettings = { ...SETTING_DEFAULTS };
+let settingsForm: ReturnType<typeof bandwidthSettingsForm>;
 let first: ServerAttrs;
 let firstBox: TestContainer;
 
@@ -83,13 +84,7 @@ async function agentStats(uuid: string): Promise<ServerStatsRecord | undefined> 
 const overTxDay = async (uuid: string): Promise<boolean> => ((await agentStats(uuid))?.exceeded ?? []).includes('tx_day');
 
 /** Saves the whole settings form through the admin web (the only way to change them). */
-async function saveSettings(change: Partial<BandwidthSettings>): Promise<void> {
-  settings = { ...settings, ...change };
-  await web.get('/admin/bandwidth/settings');
-  const form = Object.fromEntries(Object.entries(settings).flatMap(([k, v]) => (typeof v === 'boolean' ? (v ? [[k, 'on']] : []) : [[k, String(v)]])));
-  const r = await web.post('/admin/bandwidth/settings', form);
-  assert.equal(r.status, 303, r.text.slice(0, 2000));
-}
+const saveSettings = (change: Partial<BandwidthSettings>): Promise<void> => settingsForm.save(change);
 
 async function createServer(name: string, bandwidth?: Record<string, unknown>): Promise<ServerAttrs> {
   const r = await panel.api(appKey, 'POST', '/api/application/servers', {
@@ -161,6 +156,7 @@ before(async () => {
   ownerId = panel.createUser('owner');
   appKey = panel.createKey('root', 'application');
   web = await adminSession(panel.url, 'root', PASSWORD);
+  settingsForm = bandwidthSettingsForm(web);
   // The heartbeat interval the agent adopts at register is the panel's poll interval.
   await saveSettings({ poll_interval_seconds: POLL_S });
   const nest = await panel.api(appKey, 'POST', '/api/application/nests', { name: 'Games' });

@@ -10,6 +10,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort, runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
+import { adminSession } from './admin-session.ts';
+import { bandwidthSettingsForm } from './bandwidth-settings.ts';
 import { startPanel, type TestPanel } from './harness.ts';
 
 type Item = { attributes: Record<string, unknown> };
@@ -107,6 +109,13 @@ describe('panel bandwidth addon with a node agent', () => {
     })();
     assert.ok(took < 10_000, `applied after ${took} ms, while heartbeats come every 60 s`);
     await panel.daemon.waitFor(/pushed limits to node node-a/, 5000);
+  });
+
+  it('adopts a new heartbeat interval from the settings at once, without a restart', async () => {
+    const web = await adminSession(panel.url, 'root', 'correct horse battery');
+    await bandwidthSettingsForm(web).save({ poll_interval_seconds: 15 });
+    await agent.waitFor(/"heartbeat_seconds":15,"was":60,"msg":"heartbeat interval changed by the panel"/, 10_000);
+    assert.equal((panel.daemon.output().match(/node node-a registered/g) ?? []).length, 1, 'the refresh is not news in the panel log');
   });
 
   it('serves the node its own servers\' effective limits', async () => {

@@ -92,10 +92,14 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
     const r = body<RegisterRequest>(req, validateRegisterRequest);
     const node = nodeOf(req);
     const apiUrl = resolveApiUrl(r, req.ip);
+    const before = await store.node(node.id);
     await store.register(node.id, { api_url: apiUrl, version: r.version, hostname: r.hostname }, now());
     const { settings, configVersion } = await store.settings();
-    ctx.logger.info({ node: node.name, api_url: apiUrl, version: r.version }, 'node %s registered from %s', node.name, apiUrl);
-    await ctx.activity.log({ event: 'bandwidth:node.register', subject: { type: 'node', id: node.id }, properties: { api_url: apiUrl, version: r.version, hostname: r.hostname }, ip: req.ip });
+    // Agents register again after new limits (to pick up a changed interval): only news is logged.
+    if (before === undefined || before.api_url !== apiUrl || before.version !== r.version || before.hostname !== r.hostname || before.online !== 1) {
+      ctx.logger.info({ node: node.name, api_url: apiUrl, version: r.version }, 'node %s registered from %s', node.name, apiUrl);
+      await ctx.activity.log({ event: 'bandwidth:node.register', subject: { type: 'node', id: node.id }, properties: { api_url: apiUrl, version: r.version, hostname: r.hostname }, ip: req.ip });
+    }
     return ok({ node_id: node.id, heartbeat_interval_seconds: settings.poll_interval_seconds, config_version: configVersion });
   });
 
