@@ -24,12 +24,15 @@ export function appKeyPath(dataDir: string, file: string): string {
 }
 
 /**
- * Reads the key file, creating it (mode 0600, parent 0700) when it does not exist; runs at every
- * panel start and CLI command. Returns the key and whether it was just created.
+ * Reads the key file, creating it (mode 0600, parent 0700) when it does not exist and
+ * `mayCreate` (no secret is stored yet); runs at every panel start and CLI command. Returns the
+ * key and whether it was just created. A missing key for a store that holds secrets is refused:
+ * a new key could not read them.
  */
-export function loadAppKey(path: string): { key: AppKey; created: boolean } {
+export function loadAppKey(path: string, mayCreate: boolean): { key: AppKey; created: boolean } {
   let created = false;
   if (!existsSync(path)) {
+    if (!mayCreate) throw new AppError('ERR_APP_KEY', `${path} is missing but the database holds secrets encrypted with it (pairing tokens, 2FA secrets): restore the key file from a backup`);
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     writeFileSync(path, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
     created = true;

@@ -15,7 +15,7 @@ import type { UserRow } from './store/records.ts';
 
 /** Runs `fn` with an open panel and closes it whatever happens. */
 async function withPanel<T>(configPath: string, fn: (ctx: PanelContext) => Promise<T>): Promise<T> {
-  const panel = openPanel(configPath, { quiet: true });
+  const panel = await openPanel(configPath, { quiet: true });
   try {
     return await fn(panel.ctx);
   } finally {

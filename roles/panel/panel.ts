@@ -11,7 +11,7 @@ import type { PanelContext } from './context.ts';
 import { createMailer } from './mailer.ts';
 import { createActivityLog } from './services/activity.ts';
 import { createPermissionRegistry } from './services/permissions.ts';
-import { openPanelStore } from './store/store.ts';
+import { openPanelStore, type PanelStore } from './store/store.ts';
 import type { RunningAddon } from './addons/addon.ts';
 import { ADDONS } from './addons/index.ts';
 
@@ -26,13 +26,25 @@ export interface OpenPanel {
   close(): Promise<void>;
 }
 
+/** True when some row holds a value encrypted with the app key (a node's pairing token, an enabled TOTP secret). */
+async function holdsSecrets(store: PanelStore): Promise<boolean> {
+  return (await store.nodes.list({ perPage: 1 })).total > 0 || (await store.users.findBy({ use_totp: 1 })) !== undefined;
+}
+
 /** `quiet` turns console logging off (CLI commands print their own lines). */
-export function openPanel(configPath: string, opts: { quiet?: boolean } = {}): OpenPanel {
+export async function openPanel(configPath: string, opts: { quiet?: boolean } = {}): Promise<OpenPanel> {
   const { config, warnings } = loadPanelConfig(configPath);
   const logger = createLogger({ name: 'panel', ...config.logging, ...(opts.quiet === true ? { console: false } : {}), redactKeys: ['password', 'token', 'totp_secret', 'secret_token', 'pairing_token'] });
   mkdirSync(config.data_dir, { recursive: true, mode: 0o750 });
-  const { key, created } = loadAppKey(appKeyPath(config.data_dir, config.app_key_file));
   const store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
+  let loaded: ReturnType<typeof loadAppKey>;
+  try {
+    loaded = loadAppKey(appKeyPath(config.data_dir, config.app_key_file), !(await holdsSecrets(store)));
+  } catch (err) {
+    store.close();
+    throw err;
+  }
+  const { key, created } = loaded;
   const activity = createActivityLog(store, (err) => logger.error({ err }, 'could not write an activity log entry'));
   const ctx: PanelContext = { config, store, appKey: key, logger, activity, mailer: createMailer(config.mail), hooks: { serverSuspension: [], serverCreated: [], serverDeleted: [] }, permissions: createPermissionRegistry() };
   const addons = ADDONS.map((a) => a.attach(ctx, store));
