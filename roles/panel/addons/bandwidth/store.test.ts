@@ -1,0 +1,90 @@
+/**
+ * The bandwidth addon's store over a real (in-memory) SQLite database with the core's and the
+ * addon's migrations: config_version bumps only on real changes, whole override rows, usage
+ * deltas from cumulative counters (resets included), rollup queries and the prune.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { openPanelStore } from '../../store/store.ts';
+import { timeseries } from './admin-json.ts';
+import { effectiveLimits } from './limits.ts';
+import { BANDWIDTH_MIGRATIONS } from './migrations.ts';
+import { SETTING_DEFAULTS } from './settings.ts';
+import { createBandwidthStore } from './store.ts';
+
+async function fixture(): Promise<{ store: ReturnType<typeof createBandwidthStore>; serverIds: number[]; nodeId: number }> {
+  const panel = openPanelStore(':memory:', BANDWIDTH_MIGRATIONS);
+  const t = new Date().toISOString();
+  const user = await panel.users.insert({ uuid: 'u', username: 'u', email: 'u@x', password: 'x', created_at: t, updated_at: t });
+  const loc = await panel.locations.insert({ short: 'l', created_at: t, updated_at: t });
+  const node = await panel.nodes.insert({ uuid: 'n', name: 'n', location_id: loc.id, fqdn: 'x', token_id: 'x', token_hash: 'x', token_encrypted: 'x', created_at: t, updated_at: t });
+  const nest = await panel.nests.insert({ uuid: 'ne', name: 'ne', created_at: t, updated_at: t });
+  const egg = await panel.eggs.insert({ uuid: 'e', nest_id: nest.id, name: 'e', docker_image: 'i', startup: 's', created_at: t, updated_at: t });
+  const serverIds: number[] = [];
+  for (const i of [1, 2, 3]) {
+    const s = await panel.createServer({
+      uuid: `s${i}`, identifier: `s${i}`, name: `s${i}`, description: '', owner_id: user.id, node_id: node.id, allocation_id: null, nest_id: nest.id, egg_id: egg.id,
+      memory: 0, swap: 0, disk: 0, io: 500, cpu: 0, threads: null, oom_disabled: 1, databases: 0, allocations: 0, backups: 0, startup: '', image: '', suspended: 0, created_at: t, updated_at: t,
+    });
+    serverIds.push(s.id);
+  }
+  return { store: createBandwidthStore(panel.sqlite), serverIds, nodeId: node.id };
+}
+
+describe('bandwidth store', () => {
+  it('bumps config_version once per real change, never on a no-op', async () => {
+    const { store } = await fixture();
+    assert.equal(await store.configVersion(), 0);
+    assert.deepEqual((await store.settings()).settings, SETTING_DEFAULTS, 'seeded with the spec defaults');
+    assert.equal(await store.saveSettings({ ...SETTING_DEFAULTS }), undefined);
+    assert.equal(await store.saveSettings({ ...SETTING_DEFAULTS, default_tx_speed_mbps: 100, rename_on_quota_suspend: true }), 1);
+    assert.equal(await store.saveSettings({ ...SETTING_DEFAULTS, default_tx_speed_mbps: 100, rename_on_quota_suspend: true }), undefined);
+    const s = (await store.settings()).settings;
+    assert.equal(s.default_tx_speed_mbps, 100);
+    assert.equal(s.rename_on_quota_suspend, true);
+  });
+
+  it('keeps an override row whole, and deleting it returns the server to the defaults', async () => {
+    const { store, serverIds } = await fixture();
+    const id = serverIds[0] as number;
+    const row = { enabled: 1, rx_speed_mbps: 0, tx_speed_mbps: 50, rx_quota_day_gb: 0, rx_quota_week_gb: 0, rx_quota_month_gb: 0, tx_quota_day_gb: 0, tx_quota_week_gb: 0, tx_quota_month_gb: 10, exceed_action: 'suspend' as const, throttle_rx_mbps: 5, throttle_tx_mbps: 5 };
+    assert.equal(await store.saveOverride(id, null), undefined, 'deleting nothing changes nothing');
+    assert.equal(await store.saveOverride(id, row), 1);
+    assert.equal(await store.saveOverride(id, row), undefined);
+    const defaults = { ...SETTING_DEFAULTS, default_rx_speed_mbps: 300 };
+    const eff = effectiveLimits(defaults, await store.override(id));
+    assert.equal(eff.rx_speed_mbps, 0, 'no field falls back to the defaults');
+    assert.equal(eff.exceed_action, 'suspend');
+    assert.equal(await store.saveOverride(id, null), 2);
+    assert.equal(effectiveLimits(defaults, await store.override(id)).rx_speed_mbps, 300);
+  });
+
+  it('turns cumulative counters into hourly and daily usage, a counter reset counting from zero', async () => {
+    const { store, serverIds, nodeId } = await fixture();
+    const [a, b] = serverIds as [number, number];
+    const hour = Math.floor(Date.now() / 3_600_000) * 3600;
+    const day = new Date().toISOString().slice(0, 10);
+    await store.addTotals(nodeId, [{ server_id: a, rx_total: 1000, tx_total: 5000 }], hour, day);
+    await store.addTotals(nodeId, [{ server_id: a, rx_total: 1500, tx_total: 9000 }, { server_id: b, rx_total: 10, tx_total: 10 }], hour, day);
+    await store.addTotals(nodeId, [{ server_id: a, rx_total: 200, tx_total: 9000 }], hour, day); // the agent's counter restarted
+    const series = await store.hourlySeries(hour, hour, { serverId: a });
+    assert.deepEqual(series.map((p) => [p.rx_bytes, p.tx_bytes]), [[700, 4000]], 'first sight is the baseline; +500 then +200 after the reset');
+    assert.deepEqual((await store.dailySeries(day, day, {})).map((p) => [p.rx_bytes, p.tx_bytes]), [[700, 4000]], 'b has only its baseline');
+    const top = await store.topConsumers(hour, 10);
+    assert.equal(top[0]?.server_id, a);
+    const ts = await timeseries(store, 3, { serverId: a });
+    assert.equal(ts.bucket, 'hour');
+    assert.equal(ts.points.length, 3, 'empty hours are filled with zeros');
+    assert.equal(ts.points[2]?.tx_bytes, 4000);
+  });
+
+  it('prunes rollups and events past their retention', async () => {
+    const { store, serverIds, nodeId } = await fixture();
+    const id = serverIds[0] as number;
+    await store.addTotals(nodeId, [{ server_id: id, rx_total: 0, tx_total: 0 }], 0, '2000-01-01');
+    await store.addTotals(nodeId, [{ server_id: id, rx_total: 5, tx_total: 5 }], 3600, '2000-01-01');
+    await store.addEvents(nodeId, [{ server_id: id, server_uuid: 's1', type: 'restored', period: null, direction: null, message: 'old', occurred_at: '2000-01-01T00:00:00Z' }], '2000-01-01T00:00:00.000Z');
+    assert.equal(await store.prune(7200, '2000-01-02', '2000-01-02T00:00:00.000Z'), 3);
+    assert.equal((await store.events({ page: 1, perPage: 10 })).total, 0);
+  });
+});
