@@ -130,6 +130,8 @@ const MTU_BYTES = 1600;
 // Errors that mean "already as wanted" for the line that produced them.
 const ABSENT = /Cannot find device|Cannot delete qdisc with handle of zero|Cannot find specified qdisc|Invalid handle|No such file or directory|No such device/;
 const EXISTS = /File exists/;
+/** A root qdisc already there (a re-prepared IFB keeps the one it has; apply classifies it). */
+const ROOT_TAKEN = /File exists|Exclusivity flag on/;
 
 // ---------------------------------------------------------------------------------------------
 // Pure helpers (exported for the unit tests)
@@ -887,19 +889,27 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
   }
 
   /**
-   * Runs when discovery finds new interfaces: creates and brings up their IFB devices before any
-   * limit needs them. Creating IFBs is the slow part of a first apply (about 1.7 ms each, the
-   * kernel serializes them), so doing it as containers appear keeps limits pushes and throttles
-   * to HTB class changes. Returns counts and failures like apply.
+   * Runs when discovery finds new interfaces: creates their IFB devices, gives each its (empty) HTB
+   * root and brings it up, before any limit needs them. IFBs and roots are the slow part of a first
+   * apply (the kernel serializes them), so doing it as containers appear keeps limits pushes and
+   * throttles to HTB class changes. Returns counts and failures like apply.
    */
   function prepare(refs: InterfaceRef[]): Promise<ApplyResult> {
     return serial(async () => {
       const fresh = refs.filter((r) => prepared.get(r.iface) !== r.ifindex);
-      const lines: OwnedLine[] = fresh.flatMap((r) => [
-        { cmd: `link add name ${ifbOf(r.ifindex)} txqueuelen ${IFB_TXQUEUELEN} type ifb`, dir: 'up' as const, owner: r.iface, tolerate: EXISTS },
-        { cmd: `link set dev ${ifbOf(r.ifindex)} up`, dir: 'up' as const, owner: r.iface },
-      ]);
-      const failures = await runBatch(ipPath, lines, 'ip');
+      const failures = new Map<string, string>();
+      // One batch per step, each for the interfaces that have not failed an earlier step.
+      const lines = (cmd: (ifb: string) => string, tolerate?: RegExp): OwnedLine[] =>
+        fresh.filter((r) => !failures.has(r.iface)).map((r) => ({ cmd: cmd(ifbOf(r.ifindex)), dir: 'up' as const, owner: r.iface, ...(tolerate ? { tolerate } : {}) }));
+      const merge = (m: Map<string, string>): void => {
+        for (const [o, e] of m) if (!failures.has(o)) failures.set(o, e);
+      };
+      merge(await runBatch(ipPath, lines((ifb) => `link add name ${ifb} txqueuelen ${IFB_TXQUEUELEN} type ifb`, EXISTS), 'ip'));
+      // The IFB's HTB root goes on while the device is still down: a root qdisc on a running device
+      // waits for an RCU grace period, which made it the slowest line of a first limits push. No
+      // traffic reaches an IFB until a redirect filter points at it, so an empty root changes nothing.
+      merge(await runBatch(tcPath, lines((ifb) => `qdisc add dev ${ifb} root handle ${QDISC_HANDLE} htb default ${DEFAULT_MINOR_HEX}`, ROOT_TAKEN), 'tc'));
+      merge(await runBatch(ipPath, lines((ifb) => `link set dev ${ifb} up`), 'ip'));
       for (const r of fresh) if (!failures.has(r.iface)) prepared.set(r.iface, r.ifindex);
       return {
         applied: fresh.length - failures.size,
