@@ -1,9 +1,14 @@
 import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, subcommand } from '../../src/core/cli.ts';
 import { loadPanelConfig, DEFAULT_CONFIG_PATH } from './config.ts';
-import { keyCreateCommand, mailTestCommand, nodeCreateCommand, userCreateCommand } from './cli.ts';
+import type * as PanelCli from './cli.ts';
+import type { KeyCreateOptions, NodeCreateOptions, UserCreateOptions } from './cli.ts';
 
 const CONFIG_HELP = `config file (default ${DEFAULT_CONFIG_PATH})`;
+
+// The panel's code (web stack, mail, addons) loads only when a panel command runs, so the other
+// roles of the executable do not carry it in memory.
+const commands = (): Promise<typeof PanelCli> => import('./cli.ts');
 
 /** `hostkit panel`: the hosting panel and its addons. */
 export const panelRole: RoleDefinition = {
@@ -31,7 +36,7 @@ export const panelRole: RoleDefinition = {
       .option('--last-name <name>', 'last name')
       .option('--json', 'print JSON')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
-      .action(userCreateCommand);
+      .action(async (o: UserCreateOptions) => (await commands()).userCreateCommand(o));
 
     const node = subcommand(cmd, 'node', 'manage nodes');
     subcommand(node, 'create', 'create a node and print its pairing token (shown once)')
@@ -42,7 +47,7 @@ export const panelRole: RoleDefinition = {
       .option('--port <port>', 'node API port', '8480')
       .option('--json', 'print JSON')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
-      .action(nodeCreateCommand);
+      .action(async (o: NodeCreateOptions) => (await commands()).nodeCreateCommand(o));
 
     const key = subcommand(cmd, 'key', 'manage API keys');
     subcommand(key, 'create', 'create an API key for a user and print it (shown once)')
@@ -51,12 +56,12 @@ export const panelRole: RoleDefinition = {
       .option('--memo <text>', 'what the key is for')
       .option('--json', 'print JSON')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
-      .action(keyCreateCommand);
+      .action(async (o: KeyCreateOptions) => (await commands()).keyCreateCommand(o));
 
     const mail = subcommand(cmd, 'mail', 'outgoing mail');
     subcommand(mail, 'test', 'send a test mail through the configured SMTP server')
       .requiredOption('--to <address>', 'recipient')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
-      .action(mailTestCommand);
+      .action(async (o: { config: string; to: string }) => (await commands()).mailTestCommand(o));
   },
 };
