@@ -12,6 +12,7 @@ import { found, now } from './records.ts';
 import { createValidator } from './validation.ts';
 
 export type KeyType = ApiKeyRow['key_type'];
+const LAST_USED_EVERY_MS = 60_000;
 const PREFIX: Record<KeyType, string> = { client: 'hkc_', application: 'hka_' };
 
 const validateKey = createValidator<{ memo?: string; allowed_ips?: string[] }>({
@@ -40,7 +41,8 @@ export async function createApiKey(ctx: PanelContext, userId: number, type: KeyT
 
 /**
  * The user behind a bearer key of the given type, or undefined for a wrong, revoked or
- * wrong-type key and for a source IP outside the key's allow-list. Stamps last_used_at.
+ * wrong-type key and for a source IP outside the key's allow-list. Stamps last_used_at, at most
+ * once a minute per key: a busy API client would otherwise cost a database write per request.
  */
 export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: string, ip: string): Promise<{ user: UserRow; key: ApiKeyRow } | undefined> {
   const prefix = PREFIX[type];
@@ -51,7 +53,7 @@ export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: 
   if (allowed.length > 0 && !allowed.includes(ip.replace(/^::ffff:/, ''))) return undefined;
   const user = await ctx.store.users.find(key.user_id);
   if (user === undefined || (type === 'application' && user.root_admin !== 1)) return undefined;
-  await ctx.store.apiKeys.update(key.id, { last_used_at: now() });
+  if (key.last_used_at === null || Date.now() - Date.parse(key.last_used_at) >= LAST_USED_EVERY_MS) await ctx.store.apiKeys.update(key.id, { last_used_at: now() });
   return { user, key };
 }
 
