@@ -10,6 +10,7 @@ import { chmodSync, copyFileSync, mkdirSync, readFileSync, rmSync, statSync, wri
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WEB_ASSETS } from '../src/lib/web-assets.ts';
+import { WORKER_ASSET } from '../roles/proxy/proxy-workers.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, '.cache', 'build');
@@ -27,10 +28,15 @@ async function main(): Promise<void> {
   mkdirSync(DIST, { recursive: true });
 
   const bundle = join(WORK, 'hostkit.cjs');
-  step('bundling src/main.ts');
+  const workerBundle = join(WORK, WORKER_ASSET);
+  step(`bundling src/main.ts and the proxy's worker (${WORKER_ASSET})`);
   const result = await build({
-    entryPoints: [join(ROOT, 'src', 'main.ts')],
-    outfile: bundle,
+    entryPoints: [
+      { in: join(ROOT, 'src', 'main.ts'), out: 'hostkit' },
+      { in: join(ROOT, 'roles', 'proxy', 'worker-main.ts'), out: 'proxy-worker' },
+    ],
+    outdir: WORK,
+    outExtension: { '.js': '.cjs' },
     bundle: true,
     platform: 'node',
     format: 'cjs',
@@ -39,18 +45,22 @@ async function main(): Promise<void> {
     legalComments: 'none',
     // Optional native helpers of ssh2 (pulled in by dockerode); they are loaded in try/catch.
     external: ['cpu-features', '*.node'],
+    // Source-tree paths (web-assets.ts, proxy-workers.ts) are only used outside the executable,
+    // which reads its SEA assets instead.
+    define: { 'import.meta.dirname': '""' },
     logLevel: 'warning',
     metafile: true,
   });
   if (result.errors.length > 0) throw new Error('esbuild failed');
-  step(`bundle ${(statSync(bundle).size / 1024).toFixed(0)} KiB`);
+  step(`bundle ${(statSync(bundle).size / 1024).toFixed(0)} KiB, worker ${(statSync(workerBundle).size / 1024).toFixed(0)} KiB`);
 
   const blob = join(WORK, 'hostkit.blob');
   const seaConfig = join(WORK, 'sea-config.json');
   // No code cache and no snapshot: they are specific to the architecture that made them, and
   // one blob serves both executables.
   // Browser assets (src/lib/web-assets.ts) travel inside the executable.
-  const assets = Object.fromEntries(Object.entries(WEB_ASSETS).map(([name, path]) => [name, join(ROOT, path)]));
+  // So does the proxy's worker bundle (proxy-workers.ts evaluates it in each worker thread).
+  const assets = { ...Object.fromEntries(Object.entries(WEB_ASSETS).map(([name, path]) => [name, join(ROOT, path)])), [WORKER_ASSET]: workerBundle };
   writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: false, useSnapshot: false, assets }));
   execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: ['ignore', 'ignore', 'inherit'] });
 

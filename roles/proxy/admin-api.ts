@@ -30,6 +30,11 @@ export interface AdminApiOptions {
   /** Read when `GET /metrics` renders. */
   gauges: () => MetricsGauges;
   auth: AdminAuth;
+  /**
+   * Waits until the data plane has applied every config change so far and handed over its
+   * events; runs before each request is handled and before each change is answered.
+   */
+  sync: () => Promise<void>;
   logger: Logger;
 }
 
@@ -69,10 +74,17 @@ function reloadSummary(o: ReloadOutcome): Record<string, unknown> {
 
 /** Builds the API server (not listening yet); runs once at start. */
 export function createAdminApi(opts: AdminApiOptions): ApiServer {
-  const { runtime, writer, events, quota, slots, bans, telemetry, gauges, auth, logger } = opts;
+  const { runtime, writer, events, quota, slots, bans, telemetry, gauges, auth, sync, logger } = opts;
   const api = createApiServer({ codeOnSuccess: false, version: SERVICE_VERSION, logger });
   const { app } = api;
   const startedAt = Date.now();
+
+  // Reads see every request answered so far; a change is answered once the workers serve it.
+  app.addHook('preHandler', sync);
+  app.addHook('onSend', async (req, _reply, payload) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') await sync();
+    return payload;
+  });
 
   // Before routing and before tokens, for every path including unknown ones (spec/3 §5).
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {

@@ -2,9 +2,11 @@
  * Temporary client bans (spec/3 §3 "proxy client"): made by the rate limiter after
  * `ban_after_violations` violations in one window, or through the admin API. A ban is for one site
  * or, with `site` null, for every site. It lives in the pipeline services, so a reload keeps it;
- * a restart forgets it. Repeat offenders: each automatic ban doubles the previous one's length
+ * a restart forgets it. Bans and strikes live in the shared table, so a ban made on one worker
+ * holds on all of them. Repeat offenders: each automatic ban doubles the previous one's length
  * (capped at 24 h) while the IP was banned on that site within the last 24 h.
  */
+import { SharedTable } from './shared-table.ts';
 
 export const MAX_BAN_SECS = 24 * 3600;
 // How long a past ban still counts towards doubling.
@@ -37,60 +39,91 @@ export interface BanList {
   list(now?: number): Ban[];
 }
 
-/** Creates the empty list; runs once at start. */
-export function createBanList(): BanList {
-  // key `${site ?? ''}\0${ip}`
-  const bans = new Map<string, Ban>();
-  const strikes = new Map<string, { count: number; lastUntil: number }>();
+const REASONS: readonly Ban['reason'][] = ['rate_limit', 'admin'];
+const BAN = 'b\0';
+const STRIKE = 'k\0';
+
+/** Creates the list in `table` (shared by every worker); runs once per thread at start. */
+export function createBanList(table: SharedTable = SharedTable.create()): BanList {
+  // Keys `b\0${site ?? ''}\0${ip}` (values since, until, reason) and `k\0...` (strike count, last until).
   const key = (site: string | null, ip: string): string => `${site ?? ''}\0${ip}`;
 
-  function current(k: string, now: number): Ban | undefined {
-    const b = bans.get(k);
-    if (b === undefined) return undefined;
-    if (b.until > now) return b;
-    bans.delete(k);
-    return undefined;
+  /** The ban stored at `at` under `k` (its key without the prefix). */
+  function decode(k: string, at: number): Ban {
+    const v = table.values;
+    const sep = k.indexOf('\0');
+    return { ip: k.slice(sep + 1), site: sep === 0 ? null : k.slice(0, sep), since: v[at + 1] as number, until: v[at] as number, reason: REASONS[v[at + 2] as number] ?? 'admin' };
   }
 
-  function add(ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now = Date.now()): Ban {
+  /** The ban under `k` (under the lock); an expired one is absent. */
+  function current(k: string, now: number): Ban | undefined {
+    const at = table.find(BAN + k, now, false);
+    return at === -1 ? undefined : decode(k, at);
+  }
+
+  /** Stores a ban (under the lock); a full table keeps the ban only in the returned value. */
+  function store(ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now: number): Ban {
     const ban: Ban = { ip, site, since: now, until: now + Math.max(0, durationSecs) * 1000, reason };
-    bans.set(key(site, ip), ban);
+    const at = table.find(BAN + key(site, ip), now, true);
+    if (at !== -1) {
+      const v = table.values;
+      v[at] = ban.until;
+      v[at + 1] = ban.since;
+      v[at + 2] = REASONS.indexOf(reason);
+      if (ban.until > table.banHorizon) table.banHorizon = ban.until;
+    }
     return ban;
+  }
+
+  function locked<R>(fn: () => R): R {
+    table.lock();
+    try {
+      return fn();
+    } finally {
+      table.unlock();
+    }
   }
 
   return {
     active(site, ip, now = Date.now()) {
-      if (bans.size === 0) return undefined;
-      return current(key(site, ip), now) ?? current(key(null, ip), now);
+      // No ban made so far lasts until now: nothing to look up (the common case).
+      if (now >= table.banHorizon) return undefined;
+      return locked(() => current(key(site, ip), now) ?? current(key(null, ip), now));
     },
     banOffender(site, ip, baseSecs, now = Date.now()) {
-      const k = key(site, ip);
-      const prior = strikes.get(k);
-      const count = prior !== undefined && now - prior.lastUntil < STRIKE_MEMORY_MS ? prior.count + 1 : 1;
-      const secs = Math.min(MAX_BAN_SECS, baseSecs * 2 ** Math.min(count - 1, 20));
-      const ban = add(ip, site, secs, 'rate_limit', now);
-      strikes.set(k, { count, lastUntil: ban.until });
-      // Strike records are only read on the next offence; drop stale ones so the map stays bounded.
-      if (strikes.size > 10_000) for (const [sk, s] of strikes) if (now - s.lastUntil >= STRIKE_MEMORY_MS) strikes.delete(sk);
-      return ban;
-    },
-    add,
-    remove(ip, site) {
-      let n = 0;
-      for (const [k, b] of bans) {
-        if (b.ip === ip && (site === undefined || b.site === site)) {
-          bans.delete(k);
-          if (b.until > Date.now()) n++;
+      return locked(() => {
+        const at = table.find(STRIKE + key(site, ip), now, true);
+        const v = table.values;
+        const count = at === -1 || table.created ? 1 : (v[at + 1] as number) + 1;
+        const secs = Math.min(MAX_BAN_SECS, baseSecs * 2 ** Math.min(count - 1, 20));
+        const ban = store(ip, site, secs, 'rate_limit', now);
+        // The strike is forgotten 24 h after the ban ends (find may have moved it: look it up again).
+        const strike = table.find(STRIKE + key(site, ip), now, true);
+        if (strike !== -1) {
+          v[strike] = ban.until + STRIKE_MEMORY_MS;
+          v[strike + 1] = count;
         }
-      }
-      return n;
+        return ban;
+      });
+    },
+    add: (ip, site, durationSecs, reason, now = Date.now()) => locked(() => store(ip, site, durationSecs, reason, now)),
+    remove(ip, site) {
+      const now = Date.now();
+      return locked(() => {
+        let n = 0;
+        table.scan(BAN, now, (k, at) => {
+          const ban = decode(k.slice(BAN.length), at);
+          if (ban.ip === ip && (site === undefined || ban.site === site)) {
+            table.remove(at);
+            n++;
+          }
+        });
+        return n;
+      });
     },
     list(now = Date.now()) {
       const out: Ban[] = [];
-      for (const [k, b] of bans) {
-        if (b.until > now) out.push(b);
-        else bans.delete(k);
-      }
+      locked(() => table.scan(BAN, now, (k, at) => out.push(decode(k.slice(BAN.length), at))));
       return out.sort((a, b) => a.since - b.since);
     },
   };

@@ -2,10 +2,11 @@
  * The proof-of-work challenge's two tokens (spec/3 §2.5 "Challenge flow", §3, §8): seeds the proxy
  * issues with its page, and the `osc_clear` clearance cookie it sets once a seed is solved. Both
  * are stateless HMAC-SHA256 tags under the secret in the data directory (challenge-secret.ts), so
- * issuing a page stores nothing; only solved seeds are remembered, for 10 minutes, to make each
- * seed single use.
+ * issuing a page stores nothing; only solved seeds are remembered, for 10 minutes, in the shared
+ * table (shared-table.ts), to make each seed single use across every worker.
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { SharedTable } from './shared-table.ts';
 
 /** spec/3 §8: a seed older than this is refused. */
 export const SEED_MAX_AGE_MS = 10 * 60_000;
@@ -22,8 +23,6 @@ const SEED_RE = /^[0-9a-f]{64}$/;
 const NONCE_RE = /^[0-9A-Za-z]{1,64}$/;
 // Seeds "from the future" beyond this are forged or from a clock jump: refused.
 const CLOCK_SKEW_MS = 60_000;
-// Solved seeds are forgotten once they are too old to verify anyway; swept at most this often.
-const SWEEP_EVERY_MS = 30_000;
 
 export type VerifyOutcome = 'ok' | 'malformed' | 'bad_tag' | 'expired' | 'reused' | 'wrong_nonce';
 
@@ -47,6 +46,8 @@ export interface TokenOptions {
   secret: () => Buffer;
   /** Clock (ms since the epoch); tests inject one. */
   now?: () => number;
+  /** Where solved seeds are remembered (shared by every worker). */
+  table?: SharedTable;
 }
 
 /** Leading zero hex nibbles of a digest. */
@@ -88,9 +89,8 @@ export function readCookie(header: string | undefined, name: string): string | u
 /** Creates the issuer/verifier; runs once at start (it holds the solved-seed set). */
 export function createChallengeTokens(opts: TokenOptions): ChallengeTokens {
   const now = opts.now ?? Date.now;
-  // Solved seed -> when it may be forgotten (ms).
-  const solved = new Map<string, number>();
-  let nextSweep = 0;
+  // Solved seeds, each kept until it is too old to verify anyway.
+  const table = opts.table ?? SharedTable.create();
 
   const tag = (...parts: string[]): Buffer => createHmac('sha256', opts.secret()).update(parts.join('\0')).digest().subarray(0, TAG_BYTES);
 
@@ -112,14 +112,20 @@ export function createChallengeTokens(opts: TokenOptions): ChallengeTokens {
       const t = now();
       const issued = parseInt(seed.slice(0, TIME_HEX), 16) * 1000;
       if (t - issued > SEED_MAX_AGE_MS || issued - t > CLOCK_SKEW_MS) return 'expired';
-      if (t >= nextSweep) {
-        nextSweep = t + SWEEP_EVERY_MS;
-        for (const [s, until] of solved) if (t >= until) solved.delete(s);
-      }
-      if (solved.has(seed)) return 'reused';
+      const key = `s\0${seed}`;
+      table.lock();
+      const seen = table.find(key, t, false) !== -1;
+      table.unlock();
+      if (seen) return 'reused';
       if (!solves(seed, nonceText, difficulty)) return 'wrong_nonce';
-      solved.set(seed, issued + SEED_MAX_AGE_MS + CLOCK_SKEW_MS);
-      return 'ok';
+      // Marking it used is one step with the test, so two workers cannot both accept it; a full
+      // table cannot remember the seed, so it is refused rather than left reusable.
+      table.lock();
+      const at = table.find(key, t, true);
+      const first = at !== -1 && table.created;
+      if (first) table.values[at] = issued + SEED_MAX_AGE_MS + CLOCK_SKEW_MS;
+      table.unlock();
+      return first ? 'ok' : 'reused';
     },
     clearance(siteId, ip, ttlSecs) {
       const expires = String(Math.floor(now() / 1000) + ttlSecs);

@@ -14,7 +14,7 @@ import { siteIdFromFile, uniqueSiteId } from './site-ids.ts';
 import { setYamlId, writeFileAtomic } from './yaml-edit.ts';
 
 /** Global keys that only apply at start (listeners and directories). */
-export const RESTART_ONLY_KEYS = ['listen_http', 'listen_https', 'admin.listen', 'data_dir', 'sites_dir'] as const;
+export const RESTART_ONLY_KEYS = ['listen_http', 'listen_https', 'admin.listen', 'data_dir', 'sites_dir', 'workers'] as const;
 
 interface SiteEntry {
   signature: string;

@@ -22,9 +22,10 @@ export function createConnectionLimits(opts: { siteId: string; perIp: number; pe
   const { siteId, perIp, perSite, slots } = opts;
   if (perIp <= 0 && perSite <= 0) return undefined;
   return function connectionLimits(ctx) {
-    if (perIp > 0 && slots.ip(siteId, ctx.clientIp) >= perIp) return PER_IP_FULL;
-    if (perSite > 0 && slots.site(siteId) >= perSite) return PER_SITE_FULL;
-    onRequestDone(ctx, slots.acquire(siteId, ctx.clientIp));
+    const slot = slots.tryAcquire(siteId, ctx.clientIp, perIp, perSite);
+    if (slot === 'per_ip') return PER_IP_FULL;
+    if (slot === 'per_site') return PER_SITE_FULL;
+    onRequestDone(ctx, slot);
     return ALLOW;
   };
 }

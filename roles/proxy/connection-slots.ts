@@ -2,43 +2,83 @@
  * Active-connection slots per site and per client IP. A live WebSocket tunnel holds one slot from
  * the origin's 101 until it closes (spec/3 §2.6); the connections phase (connection-limits.ts)
  * makes each in-flight request hold one too, so `connections.per_ip` / `per_site` count both.
- * Slots outlive config generations.
+ * The counts live in the shared table, so every worker sees every slot; they outlive config
+ * generations.
  */
+import { SharedTable } from './shared-table.ts';
 
 export interface ConnectionSlots {
   /** Takes a slot; the returned function gives it back and does nothing when called again. */
   acquire(siteId: string, ip: string): () => void;
+  /**
+   * Takes a slot unless the IP already holds `perIp` or the site `perSite` (0 = unlimited); the
+   * test and the take are one step, so workers racing for the last slot cannot both get it.
+   */
+  tryAcquire(siteId: string, ip: string, perIp: number, perSite: number): (() => void) | 'per_ip' | 'per_site';
   /** Slots held for the site. */
   site(siteId: string): number;
-  /** Slots held by one client IP on the site. */
-  ip(siteId: string, ip: string): number;
 }
 
-/** Creates the counters; runs once at start. */
-export function createConnectionSlots(): ConnectionSlots {
-  const bySite = new Map<string, number>();
-  const byIp = new Map<string, number>();
+const siteKey = (siteId: string): string => `cs\0${siteId}`;
+const ipKey = (siteId: string, ip: string): string => `ci\0${siteId}\0${ip}`;
 
-  function bump(map: Map<string, number>, key: string, by: number): void {
-    const n = (map.get(key) ?? 0) + by;
-    if (n <= 0) map.delete(key);
-    else map.set(key, n);
+/** Creates the counters in `table`; runs once per thread at start. */
+export function createConnectionSlots(table: SharedTable = SharedTable.create()): ConnectionSlots {
+  // Both run under the table's lock.
+  function countOf(key: string, now: number): number {
+    const at = table.find(key, now, false);
+    return at === -1 ? 0 : (table.values[at + 1] as number);
+  }
+  /** Adds `by` to the count under `key`; an entry is deleted at zero. False when the table is full. */
+  function bump(key: string, by: number, now: number): boolean {
+    const at = table.find(key, now, by > 0);
+    if (at === -1) return false;
+    const n = (table.values[at + 1] as number) + by;
+    if (n <= 0) table.remove(at);
+    else table.values[at + 1] = n;
+    return true;
+  }
+
+  /** Takes the slot (under the lock) and returns its release. */
+  function take(siteId: string, ip: string, now: number): () => void {
+    const sk = siteKey(siteId);
+    const ik = ipKey(siteId, ip);
+    // A full table holds no slot: the request is not counted and gives nothing back.
+    let heldSite = bump(sk, 1, now);
+    let heldIp = bump(ik, 1, now);
+    return function releaseSlot() {
+      if (!heldSite && !heldIp) return;
+      const t = Date.now();
+      table.lock();
+      if (heldSite) bump(sk, -1, t);
+      if (heldIp) bump(ik, -1, t);
+      table.unlock();
+      heldSite = heldIp = false;
+    };
   }
 
   return {
     acquire(siteId, ip) {
-      const ipKey = `${siteId}\0${ip}`;
-      bump(bySite, siteId, 1);
-      bump(byIp, ipKey, 1);
-      let held = true;
-      return function releaseSlot() {
-        if (!held) return;
-        held = false;
-        bump(bySite, siteId, -1);
-        bump(byIp, ipKey, -1);
-      };
+      table.lock();
+      const release = take(siteId, ip, Date.now());
+      table.unlock();
+      return release;
     },
-    site: (siteId) => bySite.get(siteId) ?? 0,
-    ip: (siteId, ip) => byIp.get(`${siteId}\0${ip}`) ?? 0,
+    tryAcquire(siteId, ip, perIp, perSite) {
+      const now = Date.now();
+      table.lock();
+      let out: (() => void) | 'per_ip' | 'per_site';
+      if (perIp > 0 && countOf(ipKey(siteId, ip), now) >= perIp) out = 'per_ip';
+      else if (perSite > 0 && countOf(siteKey(siteId), now) >= perSite) out = 'per_site';
+      else out = take(siteId, ip, now);
+      table.unlock();
+      return out;
+    },
+    site(siteId) {
+      table.lock();
+      const n = countOf(siteKey(siteId), Date.now());
+      table.unlock();
+      return n;
+    },
   };
 }

@@ -63,8 +63,13 @@ export interface DataPlane {
 export interface DataPlaneOptions {
   current: () => Generation;
   onEvent: RequestEventSink;
-  /** A tunnel ended: its bytes after the handshake (metrics). */
-  onTunnelBytes?: (site: string, up: number, down: number) => void;
+  /**
+   * A tunnel ended: its bytes after the handshake, and the event published at its 101 (now
+   * carrying the tunnel's totals), if it got that far.
+   */
+  onTunnelClosed?: (site: string, up: number, down: number, event: RequestEvent | undefined) => void;
+  /** Requests in flight went up or down by one (the worker's gauge in the shared table). */
+  onInFlight?: (delta: number) => void;
   services: PipelineServices;
   logger: Logger;
 }
@@ -83,7 +88,7 @@ function splitTarget(url: string, hostHeader: string | undefined): { host: strin
 
 /** Creates the handler set; runs once at start. */
 export function createDataPlane(opts: DataPlaneOptions): DataPlane {
-  const { current, onEvent, onTunnelBytes, services, logger } = opts;
+  const { current, onEvent, onTunnelClosed, onInFlight, services, logger } = opts;
   let active = 0;
   let draining = false;
   const live = new Set<Tunnel>();
@@ -94,6 +99,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     if (ctx.finished) return undefined;
     ctx.finished = true;
     active--;
+    onInFlight?.(-1);
     if (ctx.cleanups) for (const fn of ctx.cleanups) fn();
     const res = ctx.res;
     if (ctx.site) services.quota.add(ctx.site.id, ctx.site.config.bandwidth, ctx.bytesIn + ctx.bytesOut);
@@ -152,6 +158,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
   function begin(scheme: Scheme, req: IncomingMessage, res: ServerResponse): RequestContext | undefined {
     const gen = current();
     active++;
+    onInFlight?.(1);
     const split = splitTarget(req.url ?? '/', req.headers.host);
     const target = split?.target ?? req.url ?? '';
     const q = target.indexOf('?');
@@ -239,13 +246,13 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
         release?.();
         live.delete(t);
         services.quota.add(site.id, site.config.bandwidth, up + down);
-        onTunnelBytes?.(site.id, up, down);
         // The recent-events entry published at the 101 gets the tunnel's totals.
         if (event) {
           event.bytes_in += up;
           event.bytes_out += down;
           event.duration_ms = Math.round((performance.now() - ctx.startedAt) * 1000) / 1000;
         }
+        onTunnelClosed?.(site.id, up, down, event);
         logger.debug({ site: site.id, client_ip: ctx.clientIp, up, down, reason }, 'tunnel closed');
       },
     });

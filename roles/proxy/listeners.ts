@@ -24,13 +24,13 @@ export interface Listeners {
   close(graceMs: number): Promise<void>;
 }
 
-function listen(server: Server, address: string): Promise<string> {
+function listen(server: Server, address: string, reusePort: boolean): Promise<string> {
   const parsed = parseListen(address);
   if (!parsed) return Promise.reject(new Error(`bad listen address ${address}`));
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(new Error(`cannot listen on ${address}: ${err.message}`));
     server.once('error', onError);
-    server.listen({ host: parsed.host, port: parsed.port, exclusive: true }, () => {
+    server.listen({ host: parsed.host, port: parsed.port, exclusive: true, reusePort }, () => {
       server.off('error', onError);
       const a = server.address();
       resolve(a !== null && typeof a === 'object' ? `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` : address);
@@ -39,7 +39,16 @@ function listen(server: Server, address: string): Promise<string> {
 }
 
 /** Binds every listener; runs once at start and rejects when an address cannot be bound. */
-export async function startListeners(opts: { http: readonly string[]; https: readonly string[]; plane: DataPlane; maxHeaderSize: number; logger: Logger }): Promise<Listeners> {
+export async function startListeners(opts: {
+  http: readonly string[];
+  https: readonly string[];
+  plane: DataPlane;
+  maxHeaderSize: number;
+  /** SO_REUSEPORT: every worker binds the same addresses and the kernel spreads connections. */
+  reusePort?: boolean;
+  logger: Logger;
+}): Promise<Listeners> {
+  const reusePort = opts.reusePort ?? false;
   const { plane, logger } = opts;
   const servers: Server[] = [];
   const addresses: string[] = [];
@@ -48,7 +57,7 @@ export async function startListeners(opts: { http: readonly string[]; https: rea
       const server = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel }, plane.handler('http'));
       server.on('upgrade', plane.upgradeHandler('http'));
       servers.push(server);
-      addresses.push(`http://${await listen(server, address)}`);
+      addresses.push(`http://${await listen(server, address, reusePort)}`);
     }
     for (const address of opts.https) {
       const server = createHttpsServer(
@@ -59,13 +68,12 @@ export async function startListeners(opts: { http: readonly string[]; https: rea
       // A refused SNI name or a non-TLS client: nothing to answer, the handshake is already over.
       server.on('tlsClientError', (err) => logger.debug({ err: err.message }, 'TLS handshake failed'));
       servers.push(server);
-      addresses.push(`https://${await listen(server, address)}`);
+      addresses.push(`https://${await listen(server, address, reusePort)}`);
     }
   } catch (err) {
     for (const s of servers) s.close();
     throw err;
   }
-  for (const a of addresses) logger.info({ address: a }, 'listening');
 
   return {
     addresses,

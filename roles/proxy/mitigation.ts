@@ -3,8 +3,10 @@
  * site's requests are counted per wall-clock second; a second with more than `threshold_rps`
  * requests starts (or renews) a mitigation of `duration_secs`, during which the site's rate limits
  * (per IP and per site) are multiplied by `factor`. Entering and leaving publish a `mitigation`
- * event. The state lives in the pipeline services, so a reload keeps a running mitigation.
+ * event. The meters live in the shared table (every worker counts into the same second), so a
+ * reload keeps a running mitigation; the main thread ends them when their time is up.
  */
+import { SharedTable } from './shared-table.ts';
 import { ALLOW, type AllowVerdict } from './verdict.ts';
 
 export interface MitigationSettings {
@@ -47,7 +49,7 @@ export interface Mitigation {
   forSite(siteId: string, settings: Readonly<MitigationSettings>): SiteMitigation;
   /** Sites mitigating now (admin API, tests). */
   active(): { site: string; since: number; until: number }[];
-  /** Ends mitigations whose time is up; runs every second while any is running, and from tests. */
+  /** Ends mitigations whose time is up; runs every second on the main thread, and from tests. */
   tick(now?: number): void;
   /** Stops the timer (shutdown). */
   close(): void;
@@ -55,94 +57,129 @@ export interface Mitigation {
 
 const TICK_MS = 1000;
 
-class SiteState implements SiteMitigation {
-  factor = 1;
-  second = 0;
-  count = 0;
-  // The second in which the threshold was last crossed (renewal happens once per second).
-  hotSecond = -1;
-  since = 0;
-  until = 0;
-  peak = 0;
-  readonly id: string;
-  settings: Readonly<MitigationSettings>;
-  private readonly onHot: (s: SiteState, now: number) => void;
+// The site's entry in the shared table: values second, count, hot second, since (0 = not
+// mitigating), until, peak.
+const SECOND = 1;
+const COUNT = 2;
+const HOT = 3;
+const SINCE = 4;
+const UNTIL = 5;
+const PEAK = 6;
 
-  constructor(id: string, settings: Readonly<MitigationSettings>, onHot: (s: SiteState, now: number) => void) {
-    this.id = id;
-    this.settings = settings;
-    this.onHot = onHot;
-  }
-
-  hit(now = Date.now()): void {
-    const sec = Math.floor(now / 1000);
-    if (sec !== this.second) {
-      if (this.factor !== 1 && this.count > this.peak) this.peak = this.count;
-      this.second = sec;
-      this.count = 0;
-    }
-    if (++this.count > this.settings.threshold_rps && this.hotSecond !== sec) {
-      this.hotSecond = sec;
-      this.onHot(this, now);
-    }
-  }
-}
-
-/** Creates the per-site states; runs once at start. `onChange` gets every enter and exit. */
-export function createMitigation(onChange: (event: MitigationEvent) => void): Mitigation {
+/** Creates the per-site states in `table`; runs once per thread at start. */
+export function createMitigation(
+  onChange: (event: MitigationEvent) => void,
+  opts: {
+    table?: SharedTable;
+    /** Whether this thread ends mitigations whose time is up (the main thread); default true. */
+    ticks?: boolean;
+  } = {},
+): Mitigation {
+  const table = opts.table ?? SharedTable.create();
   const sites = new Map<string, SiteState>();
-  const running = new Set<SiteState>();
-  let timer: NodeJS.Timeout | undefined;
+  const timer = opts.ticks === false ? undefined : setInterval(() => tick(), TICK_MS);
+  timer?.unref();
 
-  function publish(s: SiteState, state: 'enter' | 'exit', rps: number, until: number): void {
+  function publish(s: SiteState, state: 'enter' | 'exit', rps: number, since: number, until: number): void {
     const { threshold_rps, factor } = s.settings;
-    onChange({ kind: 'mitigation', time: new Date().toISOString(), site: s.id, state, threshold_rps, factor, rps, since: new Date(s.since).toISOString(), until: new Date(until).toISOString() });
+    onChange({ kind: 'mitigation', time: new Date().toISOString(), site: s.id, state, threshold_rps, factor, rps, since: new Date(since).toISOString(), until: new Date(until).toISOString() });
   }
 
-  function exit(s: SiteState, now: number): void {
-    running.delete(s);
-    s.factor = 1;
-    publish(s, 'exit', Math.max(s.peak, s.count), Math.min(now, s.until));
-    if (running.size === 0 && timer) {
-      clearInterval(timer);
-      timer = undefined;
+  /** The site's entry (under the lock); -1 only when the table is full. */
+  const entry = (s: SiteState): number => table.find(s.key, 0, true);
+
+  /** Ends the site's mitigation if it runs and `due` says so; publishes outside the lock. */
+  function endIf(s: SiteState, now: number, due: (until: number) => boolean): void {
+    table.lock();
+    const at = entry(s);
+    const v = table.values;
+    let ended: { since: number; until: number; rps: number } | undefined;
+    if (at !== -1 && (v[at + SINCE] as number) > 0 && due(v[at + UNTIL] as number)) {
+      ended = { since: v[at + SINCE] as number, until: Math.min(now, v[at + UNTIL] as number), rps: Math.max(v[at + PEAK] as number, v[at + COUNT] as number) };
+      v[at + SINCE] = 0;
+    }
+    table.unlock();
+    if (ended) publish(s, 'exit', ended.rps, ended.since, ended.until);
+  }
+
+  class SiteState implements SiteMitigation {
+    readonly id: string;
+    readonly key: string;
+    settings: Readonly<MitigationSettings>;
+
+    constructor(id: string, settings: Readonly<MitigationSettings>) {
+      this.id = id;
+      this.key = `m\0${id}`;
+      this.settings = settings;
+    }
+
+    get factor(): number {
+      table.lock();
+      const at = entry(this);
+      const running = at !== -1 && (table.values[at + SINCE] as number) > 0;
+      table.unlock();
+      return running ? this.settings.factor : 1;
+    }
+
+    hit(now = Date.now()): void {
+      const sec = Math.floor(now / 1000);
+      table.lock();
+      const at = entry(this);
+      if (at === -1) {
+        table.unlock();
+        return;
+      }
+      const v = table.values;
+      const running = (v[at + SINCE] as number) > 0;
+      if (v[at + SECOND] !== sec) {
+        if (running && (v[at + COUNT] as number) > (v[at + PEAK] as number)) v[at + PEAK] = v[at + COUNT] as number;
+        v[at + SECOND] = sec;
+        v[at + COUNT] = 0;
+      }
+      const count = (v[at + COUNT] as number) + 1;
+      v[at + COUNT] = count;
+      let entered = false;
+      // Renewal happens once per second: the first request over the threshold in a second.
+      if (count > this.settings.threshold_rps && v[at + HOT] !== sec) {
+        v[at + HOT] = sec;
+        v[at + UNTIL] = now + this.settings.duration_secs * 1000;
+        if (!running) {
+          v[at + SINCE] = now;
+          v[at + PEAK] = count;
+          entered = true;
+        }
+      }
+      const until = v[at + UNTIL] as number;
+      table.unlock();
+      if (entered) publish(this, 'enter', count, now, until);
     }
   }
 
   function tick(now = Date.now()): void {
-    for (const s of running) if (now >= s.until) exit(s, now);
-  }
-
-  function onHot(s: SiteState, now: number): void {
-    s.until = now + s.settings.duration_secs * 1000;
-    if (running.has(s)) return;
-    running.add(s);
-    s.factor = s.settings.factor;
-    s.since = now;
-    s.peak = s.count;
-    publish(s, 'enter', s.count, s.until);
-    if (!timer) {
-      timer = setInterval(tick, TICK_MS);
-      timer.unref();
-    }
+    for (const s of sites.values()) endIf(s, now, (until) => now >= until);
   }
 
   return {
     forSite(siteId, settings) {
       let s = sites.get(siteId);
-      if (!s) sites.set(siteId, (s = new SiteState(siteId, settings, onHot)));
+      if (!s) sites.set(siteId, (s = new SiteState(siteId, settings)));
       s.settings = settings;
-      if (running.has(s)) {
-        if (!settings.enabled) exit(s, Date.now());
-        else s.factor = settings.factor;
-      }
+      if (!settings.enabled) endIf(s, Date.now(), () => true);
       return s;
     },
-    active: () => [...running].map((s) => ({ site: s.id, since: s.since, until: s.until })),
+    active() {
+      const out: { site: string; since: number; until: number }[] = [];
+      table.lock();
+      for (const s of sites.values()) {
+        const at = entry(s);
+        if (at !== -1 && (table.values[at + SINCE] as number) > 0) out.push({ site: s.id, since: table.values[at + SINCE] as number, until: table.values[at + UNTIL] as number });
+      }
+      table.unlock();
+      return out;
+    },
     tick,
     close() {
       clearInterval(timer);
-      timer = undefined;
     },
   };
 }

@@ -13,6 +13,7 @@ import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { Client, Pool, type buildConnector } from 'undici';
 import { proxyProtocolHeader, type ProxyEndpoints } from './proxy-protocol.ts';
+import { SharedTable } from './shared-table.ts';
 
 export interface OriginSettings {
   url: string;
@@ -61,11 +62,6 @@ const SURPLUS_IDLE_MS = 1_000;
 const ORIGIN_MAX_HEADER_BYTES = 64 * 1024;
 // How often per-client pools (PROXY protocol) are checked for idleness.
 const CLIENT_POOL_SWEEP_MS = 5_000;
-
-interface Backoff {
-  failures: number;
-  until: number;
-}
 
 function settingsKey(s: OriginSettings): string {
   return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}|${s.proxy_protocol}`;
@@ -136,19 +132,17 @@ function createPool(s: OriginSettings, connect?: buildConnector.connector): Pool
 }
 
 /** Creates the registry; runs once at start. */
-export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools {
+export function createOriginPools(opts: { graceMs?: number; table?: SharedTable } = {}): OriginPools {
   const graceMs = opts.graceMs ?? 30_000;
+  // Backoffs live in the shared table: an origin one worker found down is down for all of them.
+  const table = opts.table ?? SharedTable.create();
   const byKey = new Map<string, Origin>();
   // How to close each origin's pools, and drop its idle per-client pools.
   const internals = new Map<Origin, { closeAll(): Promise<void>; sweep(now: number): void }>();
-  const backoffs = new Map<string, Backoff>();
   const retiring = new Map<Origin, NodeJS.Timeout>();
 
-  function backoffOf(url: string): Backoff {
-    let b = backoffs.get(url);
-    if (!b) backoffs.set(url, (b = { failures: 0, until: 0 }));
-    return b;
-  }
+  /** The origin's backoff entry (values failures, until), -1 when it has none; under the lock. */
+  const backoffOf = (key: string, create: boolean): number => table.find(key, 0, create);
 
   function acquire(s: OriginSettings): Origin {
     const key = settingsKey(s);
@@ -161,7 +155,7 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
       }
       return existing;
     }
-    const backoff = backoffOf(s.url);
+    const backoffKey = `o\0${s.url}`;
     const shared = s.proxy_protocol === 'off' ? createPool(s) : undefined;
     const perClient = new Map<string, { pool: Pool; lastUsed: number }>();
     const origin: Origin = {
@@ -183,16 +177,30 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
       },
       readTimeoutMs: s.read_timeout_ms,
       noKeepAlive: s.keepalive_secs === 0,
-      backoffUntil: () => backoff.until,
+      backoffUntil() {
+        table.lock();
+        const at = backoffOf(backoffKey, false);
+        const until = at === -1 ? 0 : (table.values[at + 2] as number);
+        table.unlock();
+        return until;
+      },
       recordFailure(now) {
-        backoff.failures++;
-        backoff.until = now + Math.min(BACKOFF_BASE_MS * 2 ** (backoff.failures - 1), BACKOFF_MAX_MS);
+        table.lock();
+        const at = backoffOf(backoffKey, true);
+        if (at !== -1) {
+          const failures = (table.values[at + 1] as number) + 1;
+          table.values[at + 1] = failures;
+          table.values[at + 2] = now + Math.min(BACKOFF_BASE_MS * 2 ** (failures - 1), BACKOFF_MAX_MS);
+          // The failure count is forgotten a minute after the backoff ends without a new failure.
+          table.values[at] = (table.values[at + 2] as number) + 60_000;
+        }
+        table.unlock();
       },
       recordSuccess() {
-        if (backoff.failures !== 0) {
-          backoff.failures = 0;
-          backoff.until = 0;
-        }
+        table.lock();
+        const at = backoffOf(backoffKey, false);
+        if (at !== -1) table.remove(at);
+        table.unlock();
       },
     };
     const idleMs = Math.max(s.keepalive_secs * 1000, 1_000);
@@ -243,8 +251,6 @@ export function createOriginPools(opts: { graceMs?: number } = {}): OriginPools 
     acquire,
     retainOnly(keep) {
       for (const [key, origin] of byKey) if (!keep.has(origin)) retire(key, origin);
-      const urls = new Set([...keep].map((o) => o.url));
-      for (const url of backoffs.keys()) if (!urls.has(url)) backoffs.delete(url);
     },
     async close() {
       for (const timer of retiring.values()) clearTimeout(timer);

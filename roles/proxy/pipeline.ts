@@ -13,7 +13,7 @@ import { createConnectionLimits } from './connection-limits.ts';
 import type { ConnectionSlots } from './connection-slots.ts';
 import { createHttpsRedirect } from './https-redirect.ts';
 import { createQuotaCheck } from './quota-check.ts';
-import type { QuotaStore } from './quota-store.ts';
+import type { QuotaCounters } from './quota-store.ts';
 import { createBanCheck, createRateLimit, type RateCounters } from './rate-limit.ts';
 import type { RateShaper } from './rate-shaper.ts';
 import type { RequestContext } from './request-context.ts';
@@ -43,7 +43,7 @@ export interface PipelineInput {
 /** A reload hands the same object to every generation; part 2 adds its ban list and counters. */
 export interface PipelineServices {
   /** Monthly byte counters (persisted in data_dir). */
-  readonly quota: QuotaStore;
+  readonly quota: QuotaCounters;
   /** Send-rate token buckets. */
   readonly shaper: RateShaper;
   /** Active-connection slots: in-flight requests and live tunnels. */

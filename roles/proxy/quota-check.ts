@@ -4,7 +4,7 @@
  * `quota.exceeded`. Bytes are counted by the data plane when a request or tunnel ends.
  */
 import type { ProxySiteConfig } from '../../src/contracts/types.ts';
-import type { QuotaStore } from './quota-store.ts';
+import type { QuotaCounters } from './quota-store.ts';
 import type { Check } from './pipeline.ts';
 import { ALLOW, deny, type CloseVerdict } from './verdict.ts';
 
@@ -13,7 +13,7 @@ const OVER_PAGE = deny(509, QUOTA_RULE);
 const OVER_CLOSE: CloseVerdict = Object.freeze({ kind: 'close', rule: QUOTA_RULE });
 
 /** Compiles the site's check once per generation; undefined for sites without a quota. */
-export function createQuotaCheck(site: Readonly<ProxySiteConfig>, quota: QuotaStore): Check | undefined {
+export function createQuotaCheck(site: Readonly<ProxySiteConfig>, quota: QuotaCounters): Check | undefined {
   const bw = site.bandwidth;
   if (bw.monthly_quota_bytes === null) return undefined;
   const over = bw.quota_action === 'close' ? OVER_CLOSE : OVER_PAGE;

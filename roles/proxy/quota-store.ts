@@ -1,6 +1,7 @@
 /**
  * Monthly up+down byte counters per site (spec/3 §2.6 `bandwidth.monthly_quota_bytes`), kept in
- * `<data_dir>/quota.json`. Counters hold absolute totals of the current window and are written
+ * `<data_dir>/quota.json` by the main thread; every worker counts into the same shared-table entry
+ * (shared-table.ts). Counters hold absolute totals of the current window and are written
  * (temporary file, fsync, rename) at most once a second while they change, and on shutdown:
  * after a crash at most the last second of bytes is missing, and nothing is ever counted twice,
  * since a restart reads the totals instead of replaying anything. A window starts at 00:00 UTC on
@@ -8,6 +9,7 @@
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { SharedTable } from './shared-table.ts';
 
 export interface QuotaSettings {
   monthly_quota_bytes: number | null;
@@ -29,7 +31,7 @@ export interface QuotaExceeded {
   limit: number;
 }
 
-export interface QuotaStore {
+export interface QuotaCounters {
   /** Counts bytes a site moved (request and response bodies, tunnel bytes); runs when they are known. */
   add(siteId: string, settings: QuotaSettings, bytes: number, now?: Date): void;
   /**
@@ -38,6 +40,12 @@ export interface QuotaStore {
    */
   isOver(siteId: string, settings: QuotaSettings, now?: Date): boolean;
   usage(siteId: string, settings: QuotaSettings, now?: Date): QuotaUsage;
+}
+
+/** The main thread's counters: they also load from and write to quota.json. */
+export interface QuotaStore extends QuotaCounters {
+  /** Sites whose counters go into the file (every site of every generation, and the file's own). */
+  track(siteIds: Iterable<string>): void;
   /** Writes the counters now if they changed; runs every second and at shutdown. */
   flush(): void;
   /** Stops the timer and writes a last time. */
@@ -58,6 +66,14 @@ interface FileShape {
 
 const FILE = 'quota.json';
 const FLUSH_MS = 1_000;
+// A site's entry in the shared table: values window (YYYYMMDD), bytes, notified (0/1).
+const PREFIX = 'q\0';
+const WINDOW = 1;
+const BYTES = 2;
+const NOTIFIED = 3;
+
+const windowNumber = (window: string): number => Number(window.replaceAll('-', ''));
+const windowText = (n: number): string => `${String(Math.floor(n / 10000))}-${String(Math.floor(n / 100) % 100).padStart(2, '0')}-${String(n % 100).padStart(2, '0')}`;
 
 /** First day of the window holding `now`: the latest `day` of a month at or before today, UTC. */
 export function windowStart(now: Date, resetDay: number | null): string {
@@ -96,58 +112,132 @@ function readCounters(file: string): Map<string, Counter> {
 }
 
 /**
- * Opens (creating `dataDir` with mode 0700) and reads the counters; runs once at start and throws
- * when the file exists but cannot be parsed, so a damaged file never silently resets every quota.
+ * The counters in `table`, shared by every worker: every thread counts into the same entry, and
+ * quota_exceeded goes out once per window whichever worker sees it first. `known` collects the
+ * sites counted here (the main thread writes those).
  */
-export function openQuotaStore(opts: { dataDir: string; onExceeded: (e: QuotaExceeded) => void; onWriteError: (err: unknown) => void }): QuotaStore {
-  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
-  const file = join(opts.dataDir, FILE);
-  const counters = readCounters(file);
-  let dirty = false;
+export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExceeded) => void, known = new Set<string>()): QuotaCounters {
   // Reset day -> its current window, valid until the next UTC midnight: one Date per day, not per request.
-  const windows = new Map<number, { window: string; until: number }>();
+  const windows = new Map<number, { window: number; until: number }>();
 
-  function windowFor(resetDay: number | null, now: Date | undefined): string {
-    if (now) return windowStart(now, resetDay);
+  function windowFor(resetDay: number | null, now: Date | undefined): number {
+    if (now) return windowNumber(windowStart(now, resetDay));
     const t = Date.now();
     const day = resetDay ?? 1;
     const cached = windows.get(day);
     if (cached && t < cached.until) return cached.window;
     const d = new Date(t);
-    const window = windowStart(d, day);
+    const window = windowNumber(windowStart(d, day));
     windows.set(day, { window, until: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1) });
     return window;
   }
 
-  function counter(siteId: string, settings: QuotaSettings, now: Date | undefined): Counter {
+  /** The site's entry in its current window (under the lock); -1 when the table is full. */
+  function counter(siteId: string, settings: QuotaSettings, now: Date | undefined): number {
     const window = windowFor(settings.quota_reset_day, now);
-    let c = counters.get(siteId);
-    if (!c) counters.set(siteId, (c = { window, bytes: 0, notified: false }));
-    else if (c.window !== window) {
-      c.window = window;
-      c.bytes = 0;
-      c.notified = false;
-      dirty = true;
+    known.add(siteId);
+    const at = table.find(PREFIX + siteId, 0, true);
+    if (at === -1) return -1;
+    const v = table.values;
+    if (v[at + WINDOW] !== window) {
+      if (!table.created) table.markDirty();
+      v[at + WINDOW] = window;
+      v[at + BYTES] = 0;
+      v[at + NOTIFIED] = 0;
     }
-    return c;
+    return at;
+  }
+
+  return {
+    add(siteId, settings, bytes, now) {
+      if (bytes <= 0) return;
+      table.lock();
+      const at = counter(siteId, settings, now);
+      if (at !== -1) table.values[at + BYTES] = (table.values[at + BYTES] as number) + bytes;
+      table.unlock();
+      table.markDirty();
+    },
+    isOver(siteId, settings, now) {
+      const limit = settings.monthly_quota_bytes;
+      if (limit === null) return false;
+      table.lock();
+      const at = counter(siteId, settings, now);
+      const v = table.values;
+      const bytes = at === -1 ? 0 : (v[at + BYTES] as number);
+      const notify = at !== -1 && bytes >= limit && v[at + NOTIFIED] === 0;
+      if (notify) v[at + NOTIFIED] = 1;
+      const window = at === -1 ? 0 : (v[at + WINDOW] as number);
+      table.unlock();
+      if (notify) {
+        table.markDirty();
+        onExceeded({ site: siteId, window_start: windowText(window), bytes, limit });
+      }
+      return bytes >= limit;
+    },
+    usage(siteId, settings, now) {
+      table.lock();
+      const at = counter(siteId, settings, now);
+      const v = table.values;
+      const window = at === -1 ? windowFor(settings.quota_reset_day, now) : (v[at + WINDOW] as number);
+      const bytes = at === -1 ? 0 : (v[at + BYTES] as number);
+      table.unlock();
+      const limit = settings.monthly_quota_bytes;
+      return { window_start: windowText(window), bytes, limit, exceeded: limit !== null && bytes >= limit };
+    },
+  };
+}
+
+/**
+ * Opens (creating `dataDir` with mode 0700) and reads the counters into `table`; runs once at
+ * start on the main thread and throws when the file exists but cannot be parsed, so a damaged
+ * file never silently resets every quota. The main thread writes the file; workers only count.
+ */
+export function openQuotaStore(opts: { dataDir: string; table?: SharedTable; onExceeded: (e: QuotaExceeded) => void; onWriteError: (err: unknown) => void }): QuotaStore {
+  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  const file = join(opts.dataDir, FILE);
+  const table = opts.table ?? SharedTable.create();
+  const known = new Set<string>();
+  table.lock();
+  for (const [id, c] of readCounters(file)) {
+    const at = table.find(PREFIX + id, 0, true);
+    if (at === -1) continue;
+    table.values[at + WINDOW] = windowNumber(c.window);
+    table.values[at + BYTES] = c.bytes;
+    table.values[at + NOTIFIED] = c.notified ? 1 : 0;
+    known.add(id);
+  }
+  table.unlock();
+  const counters = createQuotaCounters(table, opts.onExceeded, known);
+  let retry = false;
+
+  function snapshot(): FileShape {
+    const sites: Record<string, Counter> = {};
+    table.lock();
+    for (const id of known) {
+      const at = table.find(PREFIX + id, 0, false);
+      if (at === -1) continue;
+      const v = table.values;
+      sites[id] = { window: windowText(v[at + WINDOW] as number), bytes: v[at + BYTES] as number, notified: v[at + NOTIFIED] === 1 };
+    }
+    table.unlock();
+    return { version: 1, sites };
   }
 
   function flush(): void {
-    if (!dirty) return;
-    dirty = false;
-    const body: FileShape = { version: 1, sites: Object.fromEntries(counters) };
+    if (!table.takeDirty() && !retry) return;
+    retry = false;
     const tmp = `${file}.tmp`;
     try {
       const fd = openSync(tmp, 'w', 0o600);
       try {
-        writeSync(fd, JSON.stringify(body));
+        writeSync(fd, JSON.stringify(snapshot()));
         fsyncSync(fd);
       } finally {
         closeSync(fd);
       }
       renameSync(tmp, file);
     } catch (err) {
-      dirty = true;
+      retry = true;
       rmSync(tmp, { force: true });
       opts.onWriteError(err);
     }
@@ -157,27 +247,9 @@ export function openQuotaStore(opts: { dataDir: string; onExceeded: (e: QuotaExc
   timer.unref();
 
   return {
-    add(siteId, settings, bytes, now) {
-      if (bytes <= 0) return;
-      counter(siteId, settings, now).bytes += bytes;
-      dirty = true;
-    },
-    isOver(siteId, settings, now) {
-      const limit = settings.monthly_quota_bytes;
-      if (limit === null) return false;
-      const c = counter(siteId, settings, now);
-      if (c.bytes < limit) return false;
-      if (!c.notified) {
-        c.notified = true;
-        dirty = true;
-        opts.onExceeded({ site: siteId, window_start: c.window, bytes: c.bytes, limit });
-      }
-      return true;
-    },
-    usage(siteId, settings, now) {
-      const c = counter(siteId, settings, now);
-      const limit = settings.monthly_quota_bytes;
-      return { window_start: c.window, bytes: c.bytes, limit, exceeded: limit !== null && c.bytes >= limit };
+    ...counters,
+    track(siteIds) {
+      for (const id of siteIds) known.add(id);
     },
     flush,
     close() {

@@ -2,18 +2,19 @@
  * The rate_limit phase (spec/3 §2.5 `protection.rate_limit`) and the ban check that runs first in
  * the ban_acl phase. Fixed windows aligned to the epoch (`floor(now / window)`): one counter per
  * key, O(1) per request and no per-request timestamps, at the price of allowing up to twice the
- * limit across a window boundary. Counters live in the pipeline services (RateCounters), keyed by
- * site, so a reload keeps them.
+ * limit across a window boundary. Counters live in the shared table (shared-table.ts), so every
+ * worker counts into the same window and a reload keeps them.
  */
 import type { BanList } from './ban-list.ts';
 import type { RequestContext } from './request-context.ts';
+import { SharedTable } from './shared-table.ts';
 import { ALLOW, deny, type Verdict } from './verdict.ts';
 
 /** Rule ids of this phase and of the ban check; also written in docs/proxy-admin-api.md. */
 export const RATE_RULES = { perIp: 'rate.per_ip', perSite: 'rate.per_site', ban: 'ban' } as const;
 
-// Expired windows are dropped at most this often.
-const SWEEP_EVERY_MS = 10_000;
+// Key prefix of the windows in the shared table.
+const PREFIX = 'r\0';
 
 export interface WindowHit {
   /** Requests in the current window, this one included. */
@@ -27,33 +28,38 @@ export interface WindowHit {
 export interface RateCounters {
   /** Counts one request under `key` in a fixed window of `windowSecs` against `limit`. */
   hit(key: string, limit: number, windowSecs: number, now?: number): WindowHit;
-  /** Keys with a live window (diagnostics, tests). */
-  size(): number;
 }
 
-/** Creates the counters; runs once at start. */
-export function createRateCounters(): RateCounters {
-  const windows = new Map<string, { start: number; ms: number; count: number; over: number }>();
-  let nextSweep = 0;
+/** Creates the counters in `table` (shared by every worker); runs once per thread at start. */
+export function createRateCounters(table: SharedTable = SharedTable.create()): RateCounters {
   return {
     hit(key, limit, windowSecs, now = Date.now()) {
       const ms = windowSecs * 1000;
-      if (now >= nextSweep) {
-        nextSweep = now + SWEEP_EVERY_MS;
-        for (const [k, w] of windows) if (now >= w.start + w.ms) windows.delete(k);
-      }
       const start = now - (now % ms);
-      let w = windows.get(key);
-      // A new window, or a reload changed the window length.
-      if (w === undefined || w.start !== start || w.ms !== ms) {
-        w = { start, ms, count: 0, over: 0 };
-        windows.set(key, w);
+      const retryAfter = Math.max(1, Math.ceil((start + ms - now) / 1000));
+      table.lock();
+      const at = table.find(PREFIX + key, now, true);
+      if (at === -1) {
+        // A full table: the request is not counted (limits fail open, never the request).
+        table.unlock();
+        return { count: 1, over: 0, retryAfter };
       }
-      w.count++;
-      if (w.count > limit) w.over++;
-      return { count: w.count, over: w.over, retryAfter: Math.max(1, Math.ceil((start + ms - now) / 1000)) };
+      const v = table.values;
+      // A new window, or a reload changed the window length. The entry expires with its window.
+      if (v[at + 1] !== start || v[at + 2] !== ms) {
+        v[at] = start + ms;
+        v[at + 1] = start;
+        v[at + 2] = ms;
+        v[at + 3] = 0;
+        v[at + 4] = 0;
+      }
+      const count = (v[at + 3] as number) + 1;
+      const over = (v[at + 4] as number) + (count > limit ? 1 : 0);
+      v[at + 3] = count;
+      v[at + 4] = over;
+      table.unlock();
+      return { count, over, retryAfter };
     },
-    size: () => windows.size,
   };
 }
 

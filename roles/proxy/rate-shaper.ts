@@ -2,8 +2,10 @@
  * Send-rate caps (spec/3 §2.6 `max_site_bps`, `max_ip_bps`): token buckets, one per site and one
  * per client IP of a site, that shape the bytes sent to clients and never reject. A sender takes
  * tokens for what it just wrote; when a bucket goes into debt the sender pauses for as long as the
- * debt takes to refill, so the long-run rate is the cap. Buckets outlive config generations.
+ * debt takes to refill, so the long-run rate is the cap. Buckets live in the shared table (every
+ * worker draws from the same bucket) and outlive config generations.
  */
+import { SharedTable } from './shared-table.ts';
 
 export interface ShapedSite {
   readonly id: string;
@@ -21,52 +23,47 @@ export interface RateShaper {
 
 // A bucket holds at most this many seconds of its rate, so an idle client cannot save up a burst.
 const BURST_SECS = 0.05;
-// Per-IP buckets untouched this long are full again and dropped.
+// Buckets untouched this long are full again and dropped.
 const IDLE_DROP_MS = 60_000;
 
-interface Bucket {
-  rate: number;
-  tokens: number;
-  last: number;
-}
-
-function takeFrom(b: Bucket, rate: number, bytes: number, now: number): number {
+/** Takes `bytes` from the bucket at `at` (under the lock); returns the wait in ms. */
+function takeFrom(table: SharedTable, at: number, rate: number, bytes: number, now: number): number {
+  const v = table.values;
   const burst = Math.max(rate * BURST_SECS, 1);
-  if (b.rate !== rate) {
-    b.rate = rate;
-    b.tokens = Math.min(b.tokens, burst);
+  // Values: rate, tokens, last refill (ms).
+  if (table.created) {
+    v[at + 1] = rate;
+    v[at + 2] = rate * BURST_SECS;
+    v[at + 3] = now;
+  } else if (v[at + 1] !== rate) {
+    v[at + 1] = rate;
+    v[at + 2] = Math.min(v[at + 2] as number, burst);
   }
-  b.tokens = Math.min(burst, b.tokens + ((now - b.last) * rate) / 1000);
-  b.last = now;
-  b.tokens -= bytes;
-  return b.tokens >= 0 ? 0 : (-b.tokens * 1000) / rate;
+  const tokens = Math.min(burst, (v[at + 2] as number) + ((now - (v[at + 3] as number)) * rate) / 1000) - bytes;
+  v[at + 2] = tokens;
+  v[at + 3] = now;
+  // An untouched bucket is full again after a while: it is dropped then.
+  v[at] = now + IDLE_DROP_MS;
+  return tokens >= 0 ? 0 : (-tokens * 1000) / rate;
 }
 
-/** Creates the buckets; runs once at start. */
-export function createRateShaper(): RateShaper {
-  const sites = new Map<string, Bucket>();
-  const ips = new Map<string, Bucket>();
-  let lastSweep = 0;
-
-  function bucket(map: Map<string, Bucket>, key: string, rate: number, now: number): Bucket {
-    let b = map.get(key);
-    if (!b) map.set(key, (b = { rate, tokens: rate * BURST_SECS, last: now }));
-    return b;
-  }
-
-  function sweep(now: number): void {
-    lastSweep = now;
-    for (const [key, b] of ips) if (now - b.last > IDLE_DROP_MS) ips.delete(key);
-    for (const [key, b] of sites) if (now - b.last > IDLE_DROP_MS) sites.delete(key);
+/** Creates the buckets in `table` (shared by every worker); runs once per thread at start. */
+export function createRateShaper(table: SharedTable = SharedTable.create()): RateShaper {
+  /** The wait for one bucket; a full table shapes nothing. */
+  function take(key: string, rate: number, bytes: number, now: number): number {
+    table.lock();
+    const at = table.find(key, now, true);
+    const wait = at === -1 ? 0 : takeFrom(table, at, rate, bytes, now);
+    table.unlock();
+    return wait;
   }
 
   return {
-    take(site, ip, bytes, now = performance.now()) {
-      if (site.maxSiteBps === null && site.maxIpBps === null) return 0;
-      if (now - lastSweep > IDLE_DROP_MS) sweep(now);
+    // Wall-clock milliseconds with a fraction: the same clock in every worker thread.
+    take(site, ip, bytes, now = performance.timeOrigin + performance.now()) {
       let wait = 0;
-      if (site.maxSiteBps !== null) wait = takeFrom(bucket(sites, site.id, site.maxSiteBps, now), site.maxSiteBps, bytes, now);
-      if (site.maxIpBps !== null) wait = Math.max(wait, takeFrom(bucket(ips, `${site.id}\0${ip}`, site.maxIpBps, now), site.maxIpBps, bytes, now));
+      if (site.maxSiteBps !== null) wait = take(`ss\0${site.id}`, site.maxSiteBps, bytes, now);
+      if (site.maxIpBps !== null) wait = Math.max(wait, take(`si\0${site.id}\0${ip}`, site.maxIpBps, bytes, now));
       return wait;
     },
   };

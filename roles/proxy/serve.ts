@@ -1,8 +1,9 @@
 /**
  * `osproxy --root DIR` (= `osproxy serve`, `hostkit proxy serve`): loads the files (refusing to
- * start on a bad config.yaml), binds the data-plane listeners and the admin API, hot-reloads on
- * file changes, rebuilds the certificates hourly, and on SIGTERM stops accepting, lets in-flight
- * requests finish (bounded), then exits.
+ * start on a bad config.yaml), starts the data-plane workers (proxy-workers.ts) that bind the
+ * listeners, serves the admin API and telemetry on the main thread, hot-reloads on file changes
+ * (each new generation goes to every worker), rebuilds the certificates hourly, and on SIGTERM
+ * stops accepting, lets in-flight requests finish (bounded), writes the counters, then exits.
  */
 import { isAbsolute, join, resolve } from 'node:path';
 import { createLogger, type AppLogger } from '../../src/core/logger.ts';
@@ -17,19 +18,21 @@ import { openChallengeSecret, type ChallengeSecret } from './challenge-secret.ts
 import { createChallengeTokens } from './challenge-tokens.ts';
 import { createConnectionSlots } from './connection-slots.ts';
 import { createConfigWriter } from './config-writer.ts';
-import { createDataPlane } from './data-plane.ts';
 import { watchConfigFiles } from './file-watch.ts';
 import type { Generation } from './generation.ts';
-import { startListeners } from './listeners.ts';
 import { levelFromRustLog } from './log-level.ts';
 import { createOriginPools, type OriginPools } from './origin-pools.ts';
 import type { PipelineServices } from './pipeline.ts';
 import { createProxyRuntime } from './proxy-runtime.ts';
-import { openQuotaStore } from './quota-store.ts';
+import { openQuotaStore, type QuotaExceeded, type QuotaStore } from './quota-store.ts';
 import { createRateCounters } from './rate-limit.ts';
 import { createRateShaper } from './rate-shaper.ts';
 import { createEventBus, type EventBus } from './event-bus.ts';
-import { createMitigation } from './mitigation.ts';
+import { createMitigation, type MitigationEvent } from './mitigation.ts';
+import { startWorkers, workerCount } from './proxy-workers.ts';
+import type { RequestEvent } from './recent-events.ts';
+import { SharedTable } from './shared-table.ts';
+import { encodeSites, type ConfigSnapshot, type FromWorker } from './worker-protocol.ts';
 import { createRecentEvents } from './recent-events.ts';
 import { createTelemetry } from './telemetry.ts';
 
@@ -39,6 +42,8 @@ const SHUTDOWN_GRACE_MS = 10_000;
 const CERT_REBUILD_MS = 3_600_000;
 // Node's own default for the request line plus headers; the parser never gets less.
 const MIN_PARSER_HEADER_BYTES = 16 * 1024;
+// Shared-table slots the main thread sweeps for expired entries each second.
+const TABLE_SWEEP_SLICE = 16_384;
 
 /** The parser's limit: the largest site's URI plus header caps, so each site's own check decides. */
 function parserHeaderLimit(gen: Generation): number {
@@ -87,42 +92,75 @@ export async function serveProxy(rootArg: string): Promise<void> {
   exitOnSignals(shutdown);
 }
 
-/**
- * The state that outlives config generations: quota counters and the challenge secret in
- * `<root>/<data_dir>` (created 0700), rate buckets, connection slots, bans, mitigations. Runs
- * once, before the first generation is compiled.
- */
-function createServices(dataDir: string, bus: EventBus, secret: ChallengeSecret, logger: AppLogger): PipelineServices {
-  const quota = openQuotaStore({
-    dataDir,
-    onExceeded(e) {
-      logger.warn({ site: e.site, window_start: e.window_start, bytes: e.bytes, limit: e.limit }, 'quota_exceeded: the site reached its monthly quota');
-      bus.publish({ kind: 'quota_exceeded', time: new Date().toISOString(), ...e });
-    },
-    onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
-  });
-  const mitigation = createMitigation((e) => {
-    if (e.state === 'enter') logger.warn({ site: e.site, rps: e.rps, threshold_rps: e.threshold_rps, factor: e.factor, until: e.until }, 'mitigation: site over its RPS threshold, rate limits tightened');
-    else logger.info({ site: e.site, since: e.since, peak_rps: e.rps }, 'mitigation ended: rate limits restored');
-    bus.publish(e);
-  });
-  return {
-    quota,
-    shaper: createRateShaper(),
-    slots: createConnectionSlots(),
-    bans: createBanList(),
-    rates: createRateCounters(),
-    transparentWarned: new Set(),
-    challenge: createChallengeTokens({ secret: secret.get }),
-    mitigation,
-  };
+/** Quota and mitigation notices, from the main thread's services and from every worker. */
+interface Notices {
+  quotaExceeded(e: QuotaExceeded): void;
+  mitigation(e: MitigationEvent): void;
 }
 
-/** Everything after the logger: config, listeners, admin API, watchers; each registers its shutdown step. */
+/**
+ * The state that outlives config generations, in the shared table every worker also attaches:
+ * quota counters (and quota.json) and the challenge secret in `<root>/<data_dir>` (created 0700),
+ * rate windows, connection slots, bans, mitigations. Runs once, before the first generation is
+ * compiled.
+ */
+function createServices(dataDir: string, table: SharedTable, secret: ChallengeSecret, notices: Notices, logger: AppLogger): { services: PipelineServices; quota: QuotaStore } {
+  const quota = openQuotaStore({
+    dataDir,
+    table,
+    onExceeded: notices.quotaExceeded,
+    onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
+  });
+  const services: PipelineServices = {
+    quota,
+    shaper: createRateShaper(table),
+    slots: createConnectionSlots(table),
+    bans: createBanList(table),
+    rates: createRateCounters(table),
+    transparentWarned: new Set(),
+    challenge: createChallengeTokens({ secret: secret.get, table }),
+    mitigation: createMitigation(notices.mitigation, { table }),
+  };
+  return { services, quota };
+}
+
+/** Deletes expired shared-table entries a slice at a time and warns when the table is full. */
+function maintainTable(table: SharedTable, logger: AppLogger): () => void {
+  let next = 0;
+  let refused = 0;
+  let warnedAt = 0;
+  const timer = setInterval(() => {
+    table.lock();
+    next = table.sweep(Date.now(), next, TABLE_SWEEP_SLICE);
+    table.unlock();
+    const now = Date.now();
+    if (table.refused() > refused && now - warnedAt >= 60_000) {
+      warnedAt = now;
+      logger.warn({ refused: table.refused() - refused, entries: table.size() }, 'the shared counter table is full: new clients are not counted by rate and connection limits until entries expire');
+      refused = table.refused();
+    }
+  }, 1_000);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** Everything after the logger: config, workers, admin API, watchers; each registers its shutdown step. */
 async function start(root: string, logger: AppLogger, pools: OriginPools, shutdown: Shutdown): Promise<void> {
   let bus: EventBus | undefined;
-  let services: PipelineServices | undefined;
+  let created: { services: PipelineServices; quota: QuotaStore } | undefined;
   let secret: ChallengeSecret | undefined;
+  const table = SharedTable.create();
+  const notices: Notices = {
+    quotaExceeded(e) {
+      logger.warn({ site: e.site, window_start: e.window_start, bytes: e.bytes, limit: e.limit }, 'quota_exceeded: the site reached its monthly quota');
+      bus?.publish({ kind: 'quota_exceeded', time: new Date().toISOString(), ...e });
+    },
+    mitigation(e) {
+      if (e.state === 'enter') logger.warn({ site: e.site, rps: e.rps, threshold_rps: e.threshold_rps, factor: e.factor, until: e.until }, 'mitigation: site over its RPS threshold, rate limits tightened');
+      else logger.info({ site: e.site, since: e.since, peak_rps: e.rps }, 'mitigation ended: rate limits restored');
+      bus?.publish(e);
+    },
+  };
   const runtime = createProxyRuntime({
     root,
     logger,
@@ -131,15 +169,16 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
       bus = createEventBus(startGlobal.events.channel_capacity, (err) => logger.error({ err }, 'telemetry subscriber failed'));
       const dataDir = isAbsolute(startGlobal.data_dir) ? startGlobal.data_dir : join(root, startGlobal.data_dir);
       secret = openChallengeSecret(dataDir);
-      services = createServices(dataDir, bus, secret, logger);
-      return services;
+      created = createServices(dataDir, table, secret, notices, logger);
+      return created.services;
     },
   });
-  if (!bus || !services || !secret) throw new Error('proxy services were not created');
-  const quota = services.quota;
+  if (!bus || !created || !secret) throw new Error('proxy services were not created');
+  const { services, quota } = created;
   shutdown.add('quota counters', () => quota.close());
   const mitigation = services.mitigation;
   shutdown.add('mitigation timer', () => mitigation.close());
+  shutdown.add('table sweep', maintainTable(table, logger));
   const challengeSecret = secret;
   const first = runtime.current();
   applyLogLevel(logger, first);
@@ -147,15 +186,75 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   const ring = createRecentEvents(first.global.events.recent_buffer);
   ring.configure(first.global.events.recent_buffer, siteIds(first));
   const telemetry = createTelemetry(first.global.events.aggregate_retention_hours);
+  quota.track(siteIds(first));
   // A const the closures below can hold (the `let` above is only narrowed here).
   const events = bus;
   events.subscribe(ring.record);
   events.subscribe(telemetry.record);
 
-  const plane = createDataPlane({ current: runtime.current, onEvent: (e) => void events.publish(e), onTunnelBytes: telemetry.tunnelBytes, services, logger });
+  // Events of WebSocket 101s, by worker and ref, until their tunnel's totals arrive.
+  const tunnels = new Map<string, RequestEvent>();
+  const fromWorker = (index: number, m: FromWorker): void => {
+    switch (m.type) {
+      case 'events':
+        for (const e of m.events) {
+          if (e.ref !== undefined) {
+            tunnels.set(`${index}:${e.ref}`, e);
+            delete e.ref;
+          }
+          events.publish(e);
+        }
+        return;
+      case 'tunnel': {
+        telemetry.tunnelBytes(m.site, m.up, m.down);
+        const key = `${index}:${m.ref}`;
+        const e = tunnels.get(key);
+        if (e) {
+          tunnels.delete(key);
+          e.bytes_in += m.up;
+          e.bytes_out += m.down;
+          e.duration_ms = m.duration_ms;
+        }
+        return;
+      }
+      case 'quota_exceeded':
+        notices.quotaExceeded(m.event);
+        return;
+      case 'mitigation':
+        notices.mitigation(m.event);
+        return;
+      default:
+        return;
+    }
+  };
+  const snapshotOf = (gen: Generation): ConfigSnapshot => ({
+    number: gen.number,
+    global: gen.global,
+    sites: encodeSites(gen.sites.map((s) => ({ file: s.file, config: s.config }))),
+    secret: challengeSecret.get(),
+    maxHeaderSize: parserHeaderLimit(gen),
+  });
+
   const boot = runtime.state.startGlobal;
-  const listeners = await startListeners({ http: boot.listen_http, https: boot.listen_https, plane, maxHeaderSize: parserHeaderLimit(first), logger });
-  shutdown.add('listeners', () => listeners.close(SHUTDOWN_GRACE_MS));
+  let failed = false;
+  const workers = await startWorkers({
+    count: workerCount(boot.workers),
+    root,
+    table,
+    http: boot.listen_http,
+    https: boot.listen_https,
+    snapshot: snapshotOf(first),
+    logger,
+    onMessage: fromWorker,
+    onFatal(err) {
+      if (failed) return;
+      failed = true;
+      logger.fatal({ err: err.message }, 'a data-plane worker died: the proxy stops (its service manager restarts it)');
+      void shutdown.run('worker died').finally(() => process.exit(1));
+    },
+  });
+  shutdown.add('workers', () => workers.close(SHUTDOWN_GRACE_MS));
+  for (const a of workers.addresses) logger.info({ address: a }, 'listening');
 
   const slots = services.slots;
   runtime.onSwap((gen) => {
@@ -170,7 +269,8 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
     ring.configure(gen.global.events.recent_buffer, siteIds(gen));
     telemetry.configure(gen.global.events.aggregate_retention_hours, siteIds(gen));
     events.setCapacity(gen.global.events.channel_capacity);
-    listeners.setMaxHeaderSize(parserHeaderLimit(gen));
+    quota.track(siteIds(gen));
+    workers.broadcast(snapshotOf(gen));
   });
 
   const admin = createAdminApi({
@@ -185,7 +285,7 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
       const gen = runtime.current();
       return {
         generation: gen.number,
-        inFlight: plane.inFlight(),
+        inFlight: workers.inFlight(),
         eventsDropped: events.dropped(),
         eventsQueued: events.queued(),
         sites: gen.sites.map((s) => {
@@ -195,6 +295,11 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
       };
     },
     auth: createAdminAuth(() => runtime.current().global),
+    async sync() {
+      await workers.sync();
+      // The bus delivers on the next turn (setImmediate): let it hand the last events over.
+      await new Promise((resolve) => setImmediate(resolve));
+    },
     logger,
   });
   const adminAddress = parseListen(boot.admin.listen);
@@ -215,5 +320,5 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   const certTimer = setInterval(() => reload('hourly certificate rebuild', true), CERT_REBUILD_MS);
   certTimer.unref();
   shutdown.add('certificate timer', () => clearInterval(certTimer));
-  logger.info({ root, generation: first.number, sites: first.sites.length, listeners: listeners.addresses }, 'osproxy started');
+  logger.info({ root, generation: first.number, sites: first.sites.length, workers: workers.count, listeners: workers.addresses }, 'osproxy started');
 }

@@ -29,7 +29,7 @@ test('the metrics page: counters, rule hits, histogram, gauges; labels escaped',
   const tm = createTelemetry(1);
   tm.record(req('a', 200));
   tm.record(req('a"b', 502, 'origin.connect'));
-  const text = tm.renderMetrics({ generation: 3, inFlight: 1, eventsDropped: 2, eventsQueued: 0, sites: [{ id: 'a', connections: 1, quotaBytes: 110, quotaLimit: 1000 }] });
+  const text = tm.renderMetrics({ generation: 3, inFlight: [1, 2], eventsDropped: 2, eventsQueued: 0, sites: [{ id: 'a', connections: 1, quotaBytes: 110, quotaLimit: 1000 }] });
   assert.match(text, /^osproxy_requests_total\{site="a",status_class="2xx"\} 1$/m);
   assert.match(text, /^osproxy_rule_hits_total\{site="a\\"b",rule="origin.connect"\} 1$/m);
   assert.match(text, /^osproxy_request_duration_seconds_bucket\{site="a",le="0.025"\} 1$/m);
@@ -37,4 +37,6 @@ test('the metrics page: counters, rule hits, histogram, gauges; labels escaped',
   assert.match(text, /^osproxy_quota_limit_bytes\{site="a"\} 1000$/m);
   assert.match(text, /^osproxy_events_dropped_total 2$/m);
   assert.match(text, /^# TYPE osproxy_connections gauge$/m);
+  assert.match(text, /^osproxy_in_flight_requests 3$/m);
+  assert.match(text, /^osproxy_worker_in_flight_requests\{worker="1"\} 2$/m);
 });

@@ -21,7 +21,8 @@ export interface MinuteAggregate {
 /** Gauges the metrics page reads from the rest of the proxy when it is rendered. */
 export interface MetricsGauges {
   generation: number;
-  inFlight: number;
+  /** Requests in flight on each data-plane worker, by worker number. */
+  inFlight: readonly number[];
   eventsDropped: number;
   eventsQueued: number;
   sites: { id: string; connections: number; quotaBytes: number; quotaLimit: number | null }[];
@@ -182,7 +183,9 @@ export function createTelemetry(retentionHours: number, now: () => number = Date
       family('osproxy_connections', 'gauge', 'Active-connection slots held (live WebSocket tunnels).');
       for (const s of g.sites) out.push(`osproxy_connections{site="${label(s.id)}"} ${s.connections}`);
       family('osproxy_in_flight_requests', 'gauge', 'Requests whose answer is not over yet.');
-      out.push(`osproxy_in_flight_requests ${g.inFlight}`);
+      out.push(`osproxy_in_flight_requests ${g.inFlight.reduce((a, b) => a + b, 0)}`);
+      family('osproxy_worker_in_flight_requests', 'gauge', 'Requests in flight on each data-plane worker thread (global workers).');
+      for (const [w, n] of g.inFlight.entries()) out.push(`osproxy_worker_in_flight_requests{worker="${w}"} ${n}`);
       family('osproxy_events_dropped_total', 'counter', 'Telemetry events dropped because the bus was full (events.channel_capacity).');
       out.push(`osproxy_events_dropped_total ${g.eventsDropped}`);
       family('osproxy_events_queued', 'gauge', 'Telemetry events waiting for delivery.');

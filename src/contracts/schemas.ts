@@ -1310,6 +1310,13 @@ export const proxyGlobalConfigSchema: SchemaNode = {
       "default": "info",
       "description": "error, warn, info, debug, trace; RUST_LOG overrides it"
     },
+    "workers": {
+      "type": "integer",
+      "minimum": 0,
+      "maximum": 256,
+      "default": 0,
+      "description": "data-plane worker threads, each serving every listener (SO_REUSEPORT); 0 = one per CPU core; counters stay exact across them. hostkit extension; applies at start"
+    },
     "admin": {
       "type": "object",
       "default": {},

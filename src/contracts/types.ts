@@ -909,6 +909,10 @@ export interface ProxyGlobalConfig {
    */
   log_level: 'error' | 'warn' | 'info' | 'debug' | 'trace';
   /**
+   * data-plane worker threads, each serving every listener (SO_REUSEPORT); 0 = one per CPU core; counters stay exact across them. hostkit extension; applies at start
+   */
+  workers: number;
+  /**
    * admin API
    */
   admin: {

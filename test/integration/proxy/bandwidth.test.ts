@@ -18,7 +18,8 @@ let origin: Origin;
 before(async () => {
   origin = await startOrigin();
   root = await makeRoot({
-    global: { data_dir: 'state/proxy' },
+    // Two workers: the quota counter and the send-rate buckets are shared between them.
+    global: { data_dir: 'state/proxy', workers: 2 },
     sites: {
       'quota.yaml': { id: 'quota', hostnames: ['quota.test'], origin: { url: origin.url }, bandwidth: { monthly_quota_bytes: 300_000 } },
       'closing.yaml': { id: 'closing', hostnames: ['closing.test'], origin: { url: origin.url }, bandwidth: { monthly_quota_bytes: 100_000, quota_action: 'close', quota_reset_day: 28 } },

@@ -11,27 +11,17 @@ import { createHash } from 'node:crypto';
 import { rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Daemon } from '../hostkit-process.ts';
-import { api, makeRoot, request, startOrigin, startProxy, type Origin, type ProxyRoot, type Reply } from './harness.ts';
+import { api, DAY, makeRoot, protectedSite, QUIET_RATE, request, startOrigin, startProxy, type Origin, type ProxyRoot, type Reply } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
 let origin: Origin;
 
-const DAY = 86_400;
-const QUIET_RATE = { per_ip: { requests: 100_000, window_secs: DAY }, per_site: { requests: 100_000, window_secs: DAY } };
 const HTML = 'text/html,application/xhtml+xml,*/*;q=0.8';
 const VERIFY = '/__osc_challenge/verify';
 
-function site(id: string, protection: Record<string, unknown>): Record<string, unknown> {
-  return {
-    id,
-    hostnames: [`${id}.test`],
-    origin: { url: origin.url },
-    client_ip: { trusted_proxies: ['127.0.0.1'], forward_mode: 'x_forwarded_for' },
-    // The test client sends no browser headers: bot scoring is on only where a test is about it.
-    protection: { rate_limit: QUIET_RATE, bot: { enabled: false }, ...protection },
-  };
-}
+// The test client sends no browser headers: bot scoring is on only where a test is about it.
+const site = (id: string, protection: Record<string, unknown>): Record<string, unknown> => protectedSite(id, origin.url, { bot: { enabled: false }, ...protection });
 
 before(async () => {
   origin = await startOrigin();

@@ -23,6 +23,25 @@ export const READONLY_TOKEN = 'readonly-token-0123456789ab';
 /** A port that was free a moment ago (the proxy's config cannot say port 0). */
 export { freePort };
 
+/** Day-long windows aligned to the epoch: a test straddles a boundary only when it runs at midnight UTC. */
+export const DAY = 86_400;
+/** Rate limits high enough that the checks a test does not target never fire. */
+export const QUIET_RATE = { per_ip: { requests: 100_000, window_secs: DAY }, per_site: { requests: 100_000, window_secs: DAY } };
+
+/**
+ * A site `<id>.test` behind a trusted 127.0.0.1 (clients pick their IP with X-Forwarded-For), with
+ * quiet rate limits under the given protection settings.
+ */
+export function protectedSite(id: string, originUrl: string, protection: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    id,
+    hostnames: [`${id}.test`],
+    origin: { url: originUrl },
+    client_ip: { trusted_proxies: ['127.0.0.1'], forward_mode: 'x_forwarded_for' },
+    protection: { rate_limit: QUIET_RATE, ...protection },
+  };
+}
+
 export interface ProxyRoot {
   dir: string;
   sitesDir: string;
@@ -58,6 +77,10 @@ export async function makeRoot(opts: { global?: Record<string, unknown>; sites?:
           listen_http: [`127.0.0.1:${httpPort}`],
           listen_https: [`127.0.0.1:${httpsPort}`],
           log_level: 'debug',
+          // One data-plane worker unless a test asks for more (workers.test.ts): the recent-events
+          // ring is in arrival order, and events of two workers a moment apart may arrive swapped,
+          // while many tests read "the last event" after each request.
+          workers: 1,
           admin: {
             listen: `127.0.0.1:${adminPort}`,
             tokens: [

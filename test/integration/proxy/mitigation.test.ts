@@ -9,13 +9,12 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Daemon } from '../hostkit-process.ts';
-import { ADMIN_TOKEN, api, makeRoot, request, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
+import { ADMIN_TOKEN, api, DAY, makeRoot, request, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
 let origin: Origin;
 
-const DAY = 86_400;
 // per_ip 40 a day, 4 while mitigating (factor 0.1).
 const PER_IP = 40;
 const FACTOR = 0.1;

@@ -10,27 +10,15 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import type { Daemon } from '../hostkit-process.ts';
 import { connectWs, startWsOrigin, type WsOrigin } from './websocket.ts';
-import { api, freePort, makeRoot, READONLY_TOKEN, request, startOrigin, startProxy, until, type Origin, type ProxyRoot, withBrowserHeaders } from './harness.ts';
+import { api, DAY, freePort, makeRoot, protectedSite, QUIET_RATE, READONLY_TOKEN, request, startOrigin, startProxy, until, type Origin, type ProxyRoot, withBrowserHeaders } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
 let origin: Origin;
 let wsOrigin: WsOrigin;
 
-// Day-long windows aligned to the epoch: a test straddles a boundary only when it runs at midnight UTC.
-const DAY = 86_400;
-// Limits high enough that the checks a test does not target never fire.
-const QUIET_RATE = { per_ip: { requests: 100_000, window_secs: DAY }, per_site: { requests: 100_000, window_secs: DAY } };
 
-function site(id: string, protection: Record<string, unknown>, originUrl?: string): Record<string, unknown> {
-  return {
-    id,
-    hostnames: [`${id}.test`],
-    origin: { url: originUrl ?? origin.url },
-    client_ip: { trusted_proxies: ['127.0.0.1'], forward_mode: 'x_forwarded_for' },
-    protection: { rate_limit: QUIET_RATE, ...protection },
-  };
-}
+const site = (id: string, protection: Record<string, unknown>, originUrl?: string): Record<string, unknown> => protectedSite(id, originUrl ?? origin.url, protection);
 
 before(async () => {
   origin = await startOrigin();

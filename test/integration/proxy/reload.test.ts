@@ -30,6 +30,8 @@ origin:
 before(async () => {
   [a, b] = [await startOrigin(), await startOrigin()];
   root = await makeRoot({
+    // Two workers: every reload reaches both while they serve.
+    global: { workers: 2 },
     sites: {
       'shop.yaml': COMMENTED.replace('URL', a.url),
       'blog.yaml': { id: 'blog', hostnames: ['blog.test'], origin: { url: a.url } },

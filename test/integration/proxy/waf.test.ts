@@ -15,11 +15,9 @@ import { connect } from 'node:net';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Daemon } from '../hostkit-process.ts';
-import { ADMIN_TOKEN, api, BROWSER_HEADERS, makeRoot, request, startOrigin, startProxy, withBrowserHeaders, type Origin, type ProxyRoot, type Reply, until } from './harness.ts';
+import { ADMIN_TOKEN, api, BROWSER_HEADERS, DAY, makeRoot, protectedSite, QUIET_RATE, request, startOrigin, startProxy, withBrowserHeaders, type Origin, type ProxyRoot, type Reply, until } from './harness.ts';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');
-const DAY = 86_400;
-const QUIET_RATE = { per_ip: { requests: 100_000, window_secs: DAY }, per_site: { requests: 100_000, window_secs: DAY } };
 
 interface CorpusRequest {
   name: string;
@@ -44,15 +42,7 @@ let root: ProxyRoot;
 let proxy: Daemon;
 let origin: Origin;
 
-function site(id: string, protection: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    id,
-    hostnames: [`${id}.test`],
-    origin: { url: origin.url },
-    client_ip: { trusted_proxies: ['127.0.0.1'], forward_mode: 'x_forwarded_for' },
-    protection: { rate_limit: QUIET_RATE, ...protection },
-  };
-}
+const site = (id: string, protection: Record<string, unknown> = {}): Record<string, unknown> => protectedSite(id, origin.url, protection);
 
 // Custom rules as an operator writes them: YAML, header targets with the !header tag.
 const CUSTOM_YAML = (originUrl: string): string => `id: custom
