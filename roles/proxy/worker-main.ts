@@ -26,8 +26,11 @@ import type { RequestEvent } from './recent-events.ts';
 import { SharedTable } from './shared-table.ts';
 import { decodeSites, type ConfigSnapshot, type FromWorker, type ToWorker, type WorkerData, type WorkerRequestEvent } from './worker-protocol.ts';
 
-// Request events leave in batches of at most this many, or at the end of the event-loop turn.
-const BATCH_MAX = 512;
+// Request events leave in batches of at most this many, or this long after the first one: one
+// message per event would cost the main thread more than the requests cost the worker. The admin
+// API's sync still sees every event at once.
+const BATCH_MAX = 1024;
+const BATCH_MS = 25;
 
 async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>): Promise<void> {
   const levelOf = (s: ConfigSnapshot): ProxyLogLevel => levelFromRustLog(process.env['RUST_LOG']) ?? s.global.log_level;
@@ -60,9 +63,9 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   generation = build(data.snapshot);
 
   let batch: WorkerRequestEvent[] = [];
-  let pending: NodeJS.Immediate | undefined;
+  let pending: NodeJS.Timeout | undefined;
   const flush = (): void => {
-    if (pending) clearImmediate(pending);
+    if (pending) clearTimeout(pending);
     pending = undefined;
     if (batch.length === 0) return;
     post({ type: 'events', events: batch });
@@ -79,7 +82,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
         batch.push({ ...e, ref: nextRef });
       } else batch.push(e);
       if (batch.length >= BATCH_MAX) flush();
-      else pending ??= setImmediate(flush);
+      else pending ??= setTimeout(flush, BATCH_MS);
     },
     onTunnelClosed(site, up, down, event) {
       flush();
