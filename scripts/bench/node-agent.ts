@@ -8,6 +8,7 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { getHeapSpaceStatistics } from 'node:v8';
 import pino from 'pino';
 import { readCounters } from '../../src/lib/veth.ts';
 import { createTrafficControl } from '../../src/lib/tc.ts';
@@ -18,6 +19,12 @@ import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
 
 const N = Number(process.argv[2] ?? 1000);
 const CYCLES = 20;
+
+/** A /proc/self/status field (kB) in MiB. */
+function statusMib(field: string): number {
+  const kb = new RegExp(`^${field}:\\s+([0-9]+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+  return Math.round(Number(kb ?? 0) / 1024);
+}
 
 function uuid(i: number): string {
   return `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
@@ -89,6 +96,10 @@ async function main(): Promise<void> {
     cycle_cpu_ms_median: Number(median(cpu).toFixed(1)),
     cycle_wall_ms_median: Number(median(wall).toFixed(1)),
     rss_mib: Math.round(process.memoryUsage().rss / 1024 / 1024),
+    // File-backed pages (the Node executable's code and data) and anonymous memory (heaps).
+    rss_file_mib: statusMib('RssFile'),
+    rss_anon_mib: statusMib('RssAnon'),
+    new_space_mib: Math.round((getHeapSpaceStatistics().find((s) => s.space_name === 'new_space')?.space_size ?? 0) / 1024 / 1024),
     heap_used_mib: Math.round(process.memoryUsage().heapUsed / 1024 / 1024),
   };
   await agent.stop();
