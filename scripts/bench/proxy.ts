@@ -231,7 +231,7 @@ export async function proxyBench(): Promise<void> {
     const aclRows = await aclLookupRows();
     const body = [
       '',
-      `${new Date().toISOString().slice(0, 10)}, ${machine()}. \`node scripts/bench/proxy.ts\` (the built executable): wrk -t1 -c${CONNECTIONS} for ${DURATION} after a 1 s warm-up, same nginx origin (static files, a worker per core) behind both, nginx with \`proxy_pass\` and \`keepalive 32\`; "workers" is nginx's \`worker_processes\` and osproxy's \`workers\` (all: \`workers: 0\`). wrk, the origin and the proxies share the ${CORES} cores, so the all-cores rows measure how each shares a full machine rather than ${CORES}x one core. Target: osproxy at least 0.8x nginx's requests/s with the same worker count, p99 within 1.5x.`,
+      `${new Date().toISOString().slice(0, 10)}, ${machine()}. \`node scripts/bench/proxy.ts\` (the built executable): wrk -t1 -c${CONNECTIONS} for ${DURATION} after a 1 s warm-up, same nginx origin (static files, a worker per core) behind both, nginx with \`proxy_pass\` and \`keepalive 32\`; "workers" is nginx's \`worker_processes\` and osproxy's \`workers\` (all: \`workers: 0\`). wrk, the origin and the proxies share the ${CORES} cores, so the all-cores rows measure how each shares a full machine rather than ${CORES}x one core. Target: osproxy at least 0.8x nginx's requests/s with the same worker count, p99 within 1.5x. On this shared virtual machine the same row varies by up to a third between runs (nginx too), so compare rows of one run.`,
       '',
       '| body | workers | nginx req/s | osproxy req/s | osproxy / nginx | nginx p50 / p99 | osproxy p50 / p99 |',
       '|---|---|---|---|---|---|---|',
