@@ -83,7 +83,8 @@ async function probe(address: string): Promise<void> {
 export async function startWorkers(opts: WorkerOptions): Promise<ProxyWorkers> {
   for (const address of [...opts.http, ...opts.https]) await probe(address);
   const workers: Worker[] = [];
-  let stopping = false;
+  // A failure while starting rejects the start; once running, it is fatal; once stopping, expected.
+  let phase: 'starting' | 'running' | 'stopping' = 'starting';
   let addresses: string[] = [];
   // Sync id -> called once per worker answer.
   const waiting = new Map<number, () => void>();
@@ -104,11 +105,11 @@ export async function startWorkers(opts: WorkerOptions): Promise<ProxyWorkers> {
         });
         worker.on('error', (err) => {
           reject(err);
-          if (!stopping) opts.onFatal(new Error(`data-plane worker ${index} failed: ${err.message}`));
+          if (phase === 'running') opts.onFatal(new Error(`data-plane worker ${index} failed: ${err.message}`));
         });
         worker.on('exit', (code) => {
           reject(new Error(`data-plane worker ${index} exited (${code})`));
-          if (!stopping) opts.onFatal(new Error(`data-plane worker ${index} exited unexpectedly (code ${code})`));
+          if (phase === 'running') opts.onFatal(new Error(`data-plane worker ${index} exited unexpectedly (code ${code})`));
         });
       });
     }),
@@ -116,10 +117,11 @@ export async function startWorkers(opts: WorkerOptions): Promise<ProxyWorkers> {
   try {
     await started;
   } catch (err) {
-    stopping = true;
+    phase = 'stopping';
     await Promise.all(workers.map((w) => w.terminate()));
     throw err;
   }
+  phase = 'running';
   opts.logger.info({ workers: opts.count }, 'data-plane workers listening');
 
   const send = (m: ToWorker): void => {
@@ -148,7 +150,7 @@ export async function startWorkers(opts: WorkerOptions): Promise<ProxyWorkers> {
     },
     inFlight: () => workers.map((_, i) => opts.table.inFlight(i)),
     async close(graceMs) {
-      stopping = true;
+      phase = 'stopping';
       send({ type: 'close', graceMs });
       await Promise.all(
         workers.map(

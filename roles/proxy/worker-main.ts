@@ -54,13 +54,12 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   const pools = createOriginPools({ table });
   // Building a generation logs nothing here: the main thread built it first and said it all.
   const quiet = logger.child({}, { level: 'silent' }) as Logger;
-  let generation: Generation | undefined;
-  const build = (s: ConfigSnapshot): Generation => {
+  const build = (s: ConfigSnapshot, previous: Generation | undefined): Generation => {
     secret = Buffer.from(s.secret);
     logger.level = levelOf(s);
-    return buildGeneration({ number: s.number, root: data.root, global: s.global, sites: decodeSites(s.sites), previous: generation, pools, services, logger: quiet });
+    return buildGeneration({ number: s.number, root: data.root, global: s.global, sites: decodeSites(s.sites), previous, pools, services, logger: quiet });
   };
-  generation = build(data.snapshot);
+  let generation = build(data.snapshot, undefined);
 
   let batch: WorkerRequestEvent[] = [];
   let pending: NodeJS.Timeout | undefined;
@@ -75,7 +74,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   const refs = new WeakMap<RequestEvent, number>();
   let nextRef = 0;
   const plane = createDataPlane({
-    current: () => generation as Generation,
+    current: () => generation,
     onEvent(e) {
       if (e.status === 101) {
         refs.set(e, ++nextRef);
@@ -104,7 +103,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   port.on('message', (m: ToWorker) => {
     if (m.type === 'config') {
       try {
-        generation = build(m.snapshot);
+        generation = build(m.snapshot, generation);
         live.setMaxHeaderSize(m.snapshot.maxHeaderSize);
       } catch (err) {
         logger.error({ err: errorMessage(err), generation: m.snapshot.number }, 'worker cannot build the new configuration: it keeps serving the current one');
