@@ -7,7 +7,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Daemon } from '../hostkit-process.ts';
+import { runHostkit, type Daemon } from '../hostkit-process.ts';
 import { ADMIN_TOKEN, api, DAY, makeRoot, protectedSite, QUIET_RATE, request, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
 
 const WORKERS = 4;
@@ -94,4 +94,13 @@ test('a flood from one IP over every worker: exactly per_ip.requests pass, then 
   assert.deepEqual([...new Set(after)], [403], 'banned on every worker');
   const events = (await api(root, 'GET', '/events/recent?site=ban&limit=20')).body.data.events as { rule: string | null }[];
   assert.deepEqual([...new Set(events.map((e) => e.rule))], ['ban']);
+});
+
+test('a second proxy on a listen address in use refuses to start (SO_REUSEPORT would share the port silently)', async () => {
+  const other = await makeRoot({ sites: { 's.yaml': site('s') } });
+  other.writeGlobal({ listen_http: [`127.0.0.1:${root.httpPort}`], workers: 2 });
+  const r = runHostkit(['proxy', '--root', other.dir]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${root.httpPort}: .*EADDRINUSE`));
+  assert.equal((await request({ port: root.httpPort, host: 'spread.test', path: '/x' })).status, 200, 'the first proxy keeps serving');
 });
