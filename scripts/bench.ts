@@ -13,7 +13,7 @@
 import { execFileSync } from 'node:child_process';
 import { basename, join, dirname } from 'node:path';
 import { build } from 'esbuild';
-import { machine, writeSection } from './bench/report.ts';
+import { machine, waitForQuietKernel, writeSection } from './bench/report.ts';
 import { panelBench } from './bench/panel.ts';
 import { proxyBench } from './bench/proxy.ts';
 import { fileURLToPath } from 'node:url';
@@ -87,7 +87,10 @@ async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
   const unknown = wanted.filter((w) => !(w in SECTIONS));
   if (unknown.length > 0) throw new Error(`unknown benchmark section(s) ${unknown.join(', ')}; known: ${Object.keys(SECTIONS).join(', ')}`);
-  for (const name of wanted.length === 0 ? Object.keys(SECTIONS) : wanted) await SECTIONS[name]?.();
+  for (const name of wanted.length === 0 ? Object.keys(SECTIONS) : wanted) {
+    await waitForQuietKernel();
+    await SECTIONS[name]?.();
+  }
 }
 
 await main();

@@ -2,7 +2,7 @@
  * Where benchmark results go: one "## <title>" section of docs/benchmarks.md per benchmark,
  * replaced by its latest run, with the machine described in the section's first line.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,4 +31,32 @@ export function writeSection(title: string, body: string): void {
     next = `${doc.slice(0, start)}## ${title}\n${body}${end < 0 ? '' : doc.slice(end)}`;
   }
   writeFileSync(DOC, next);
+}
+
+/** True while a kernel worker tears down a deleted network namespace (its name ends in "+netns"). */
+function netnsCleanupRunning(): boolean {
+  for (const pid of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim().endsWith('+netns')) return true;
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return false;
+}
+
+/**
+ * Waits (at most `maxMs`) until the kernel has torn down deleted network namespaces: after one
+ * with 1,000 veths is gone (the node agent benchmark, `make test`), that work takes a core for
+ * minutes and every benchmark run meanwhile is slower.
+ */
+export async function waitForQuietKernel(maxMs = 180_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  let said = false;
+  while (netnsCleanupRunning() && Date.now() < deadline) {
+    if (!said) process.stdout.write('bench: waiting for the kernel to finish tearing down deleted network namespaces...\n');
+    said = true;
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
 }
