@@ -26,9 +26,8 @@ import type { RequestEvent } from './recent-events.ts';
 import { SharedTable } from './shared-table.ts';
 import { decodeSites, type ConfigSnapshot, type FromWorker, type ToWorker, type WorkerData, type WorkerRequestEvent } from './worker-protocol.ts';
 
-// Request events leave in batches of at most this many, or this long after the first one: one
-// message per event would cost the main thread more than the requests cost the worker. The admin
-// API's sync still sees every event at once.
+// Request events leave in batches of at most this many, or this long after the first one, so
+// messages stay few under load; the admin API's sync flushes them at once.
 const BATCH_MAX = 1024;
 const BATCH_MS = 25;
 
