@@ -11,6 +11,7 @@
  * arguments); each section replaces only its own part of docs/benchmarks.md.
  */
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { basename, join, dirname } from 'node:path';
 import { build } from 'esbuild';
 import { machine, waitForQuietKernel, writeSection } from './bench/report.ts';
@@ -20,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const N = 1000;
+const AGENT_UNIT = join(ROOT, 'docs', 'bandwidth-node.service');
 
 function sh(cmd: string, args: string[], input?: string): string {
   return execFileSync(cmd, args, { encoding: 'utf8', ...(input === undefined ? {} : { input }), stdio: ['pipe', 'pipe', 'inherit'] });
@@ -32,6 +34,12 @@ async function bundle(entry: string): Promise<string> {
   return out;
 }
 
+/** The `Environment=` assignments of docs/bandwidth-node.service (`KEY=value` each). */
+function unitEnvironment(): string[] {
+  const unit = readFileSync(AGENT_UNIT, 'utf8');
+  return [...unit.matchAll(/^Environment=(\S+)$/gm)].map((m) => m[1] as string);
+}
+
 async function nodeAgent(): Promise<Record<string, number>> {
   const script = await bundle(join(ROOT, 'scripts', 'bench', 'node-agent.ts'));
   const ns = `hkbench-${process.pid}`;
@@ -40,7 +48,8 @@ async function nodeAgent(): Promise<Record<string, number>> {
     const lines: string[] = [];
     for (let i = 0; i < N; i++) lines.push(`link add hkbh${i} type veth peer name hkbc${i}`, `link set hkbh${i} up`, `link set hkbc${i} up`);
     sh('ip', ['-n', ns, '-batch', '-'], `${lines.join('\n')}\n`);
-    const out = sh('ip', ['netns', 'exec', ns, process.execPath, '--expose-gc', script, String(N)]);
+    // The agent runs with the memory settings its systemd unit ships.
+    const out = sh('ip', ['netns', 'exec', ns, 'env', ...unitEnvironment(), process.execPath, '--expose-gc', script, String(N)]);
     return JSON.parse(out.trim().split('\n').pop() ?? '{}') as Record<string, number>;
   } finally {
     sh('ip', ['netns', 'del', ns]);
@@ -64,7 +73,7 @@ async function nodeAgentBench(): Promise<void> {
     `| discovery of ${N} new containers (prepares their ${N} IFB devices) | ${r['discovery_ms']} ms | |`,
     `| PUT /limits for ${N} servers, first limits on them (${N * 2} HTB trees, ${N} ingress redirects) | ${r['put_limits_first_ms']} ms | < 1 s |`,
     `| PUT /limits for ${N} servers, every speed changed | ${r['put_limits_change_ms']} ms | < 1 s |`,
-    `| agent RSS after the runs: ${r['rss_file_mib']} MiB of Node's own executable pages (a bare idle \`node\` maps 34 MiB of them), ${r['rss_anon_mib']} MiB anonymous (V8's young generation ${r['new_space_mib']} MiB, live heap after a full GC ${r['heap_used_mib']} MiB) | ${r['rss_mib']} MiB | < 80 MiB |`,
+    `| agent RSS after the runs, with the memory settings of docs/bandwidth-node.service (${unitEnvironment().join(', ')}): ${r['rss_file_mib']} MiB of Node's own executable pages (a bare idle \`node\` maps 34 MiB of them), ${r['rss_anon_mib']} MiB anonymous (V8's young generation ${r['new_space_mib']} MiB, live heap after a full GC ${r['heap_used_mib']} MiB) | ${r['rss_mib']} MiB | < 80 MiB |`,
     '',
   ].join('\n');
   writeSection('Node agent', body);
