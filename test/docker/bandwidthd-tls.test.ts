@@ -11,12 +11,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort, hostkitArgv, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
-import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness } from './harness.ts';
+import { sinkCommand, startDocker, type DockerHarness } from './harness.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-tls-'));
 const configFile = join(dir, 'config.yaml');
 let docker: DockerHarness | undefined;
-let skipReason = '';
 let tlsPort = 0;
 let daemon: Daemon | undefined;
 
@@ -58,15 +57,7 @@ async function until<T>(what: string, fn: () => Promise<T | undefined>, ms = 30_
 
 before(async () => {
   tlsPort = await freePort();
-  try {
-    docker = await startDocker({ name: 'bwdtls', tlsPort });
-  } catch (err) {
-    if (String((err as Error).message).startsWith(DOCKER_UNAVAILABLE)) {
-      skipReason = (err as Error).message;
-      return;
-    }
-    throw err;
-  }
+  docker = await startDocker({ name: 'bwdtls', tlsPort });
   await docker.createNetwork('hk-bwdtls', '10.251.51.0/24');
   await docker.runContainer({ name: 'tls-game', network: 'hk-bwdtls', cmd: sinkCommand(9000) });
 });
@@ -76,8 +67,7 @@ after(async () => {
   await docker?.stop();
 });
 
-test('discovers and shapes containers through a tcp:// engine with mutual TLS', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('discovers and shapes containers through a tcp:// engine with mutual TLS', async () => {
   writeConfig({ endpoint: `tcp://127.0.0.1:${tlsPort}`, tls_verify: true, tls_cert_path: join(docker!.baseDir, 'tls') });
   daemon = startHostkit(['bandwidthd', 'serve', '--config', configFile]);
   await daemon.waitFor(/bandwidth daemon running/, 30_000);
@@ -90,8 +80,7 @@ test('discovers and shapes containers through a tcp:// engine with mutual TLS', 
   daemon = undefined;
 });
 
-test('without the client certificate the TLS engine is reported unreachable, clearly', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('without the client certificate the TLS engine is reported unreachable, clearly', async () => {
   writeConfig({ endpoint: `tcp://127.0.0.1:${tlsPort}`, tls_verify: false });
   daemon = startHostkit(['bandwidthd', 'serve', '--config', configFile]);
   await daemon.waitFor(/bandwidth daemon running/, 30_000);

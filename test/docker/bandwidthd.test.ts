@@ -16,14 +16,13 @@ import { stringify } from 'yaml';
 import { hostkitArgv, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startReceiver, type Receiver } from '../integration/bandwidthd/receivers.ts';
 import { measureDown, measureUp, push } from './traffic.ts';
-import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
+import { sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
 const SINK = 9000;
 const MB = 1024 * 1024;
 const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-docker-'));
 const configFile = join(dir, 'config.yaml');
 let docker: DockerHarness | undefined;
-let skipReason = '';
 let net: TestNetwork;
 let plain: TestContainer;
 let quota: TestContainer;
@@ -87,15 +86,7 @@ const near = (mbps: number, want: number): boolean => mbps > want * 0.9 && mbps 
 const events = (): string[] => hook.received.map((q) => `${(q.body as { event: string }).event}:${String((q.body as { data: { container?: string } }).data.container ?? '')}`);
 
 before(async () => {
-  try {
-    docker = await startDocker({ name: 'bandwidthd' });
-  } catch (err) {
-    if (String((err as Error).message).startsWith(DOCKER_UNAVAILABLE)) {
-      skipReason = (err as Error).message;
-      return;
-    }
-    throw err;
-  }
+  docker = await startDocker({ name: 'bandwidthd' });
   net = await docker.createNetwork('hk-bwd', '10.251.50.0/24');
   plain = await docker.runContainer({ name: 'bwd-plain', network: 'hk-bwd', cmd: sinkCommand(SINK) });
   // 0.01 GB is about 10.7 MB: crossed in about 9 s at the 10 Mbit/s default.
@@ -114,8 +105,7 @@ after(async () => {
   await docker?.stop();
 });
 
-test('every running container with a host veth is managed, with HTB on its veth', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('every running container with a host veth is managed, with HTB on its veth', async () => {
   const s = await until('three containers', async () => {
     const x = await status();
     return x.containers.length === 3 ? x : undefined;
@@ -125,16 +115,14 @@ test('every running container with a host veth is managed, with HTB on its veth'
   await until('container_found x3', () => (events().filter((e) => e.startsWith('container_found')).length === 3 ? true : undefined));
 });
 
-test('the default 10 Mbit/s holds within 10% in both directions', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('the default 10 Mbit/s holds within 10% in both directions', async () => {
   const down = await measureDown(plain, SINK);
   assert.ok(near(down, 10), `down ${down.toFixed(2)} Mbit/s`);
   const up = await measureUp(docker!, net, plain);
   assert.ok(near(up, 10), `up ${up.toFixed(2)} Mbit/s`);
 });
 
-test('over its daily quota label a container is measured at the exceeded speed; reset restores it', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('over its daily quota label a container is measured at the exceeded speed; reset restores it', async () => {
   await push(quota, SINK, 12 * MB);
   const over = await until('exceeded', async () => (await status()).containers.find((c) => c.name === 'bwd-quota' && c.exceeded));
   assert.equal(over.mode, 'exceeded');
@@ -152,8 +140,7 @@ test('over its daily quota label a container is measured at the exceeded speed; 
   assert.ok(near(fast, 10), `after reset ${fast.toFixed(2)} Mbit/s`);
 });
 
-test('the health job repairs a rule someone removed', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('the health job repairs a rule someone removed', async () => {
   const iface = (await status()).containers.find((c) => c.name === 'bwd-plain')?.iface as string;
   execFileSync('tc', ['qdisc', 'del', 'dev', iface, 'root']);
   assert.doesNotMatch(qdiscs(iface), /htb/);
@@ -164,8 +151,7 @@ test('the health job repairs a rule someone removed', async (t) => {
   assert.match((await bw('run-job', 'health')).stdout, /all 3 interfaces as applied/);
 });
 
-test('after a restart with disconnect_on_exceeded an exceeded container runs without rules', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('after a restart with disconnect_on_exceeded an exceeded container runs without rules', async () => {
   assert.equal(await daemon.stop(), 0);
   writeConfig({ disconnect_on_exceeded: true });
   daemon = startHostkit(['bandwidthd', 'serve', '--config', configFile]);

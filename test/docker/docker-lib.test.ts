@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import pino from 'pino';
 import { createContainerSource, serverUuidOf, type ContainerEvent, type ContainerSource } from '../../src/lib/docker.ts';
 import { hostVethOf, readCounters } from '../../src/lib/veth.ts';
-import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
+import { sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
 const logger = pino({ level: process.env.HOSTKIT_TEST_LOG ?? 'silent' });
 const UUID_A = '3f2c9a1e-7b4d-4e8a-9c1f-0a1b2c3d4e5f';
@@ -56,8 +56,7 @@ async function counters(iface: string): Promise<{ rxBytes: number; txBytes: numb
 }
 
 describe('container source and veths on a real dockerd', () => {
-  let h: DockerHarness | undefined;
-  let skip: string | undefined;
+  let h: DockerHarness;
   let net: TestNetwork;
   let source: ContainerSource;
   let a: TestContainer;
@@ -67,16 +66,7 @@ describe('container source and veths on a real dockerd', () => {
   let unwatch: (() => void) | undefined;
 
   before(async () => {
-    try {
-      h = await startDocker({ name: 'doclib' });
-    } catch (err) {
-      if (err instanceof Error && err.message.startsWith(DOCKER_UNAVAILABLE)) {
-        skip = err.message;
-        process.stderr.write(`\n*** SKIPPING docker tests: ${err.message}\n\n`);
-        return;
-      }
-      throw err;
-    }
+    h = await startDocker({ name: 'doclib' });
     source = createContainerSource({ endpoint: h.endpoint, logger });
     unwatch = source.watch((e) => events.push(e));
     // The stream must be open before the containers start, or their start events are not ours.
@@ -93,8 +83,7 @@ describe('container source and veths on a real dockerd', () => {
     await h?.stop();
   });
 
-  test('version negotiates down to the engine or up to the ceiling', async (t) => {
-    if (skip !== undefined || h === undefined) return t.skip(skip);
+  test('version negotiates down to the engine or up to the ceiling', async () => {
     const engine = (await h.docker.version()).ApiVersion;
     const v = await source.version();
     assert.equal(v, Number(engine.split('.')[1]) < 44 ? engine : '1.44');
@@ -103,8 +92,7 @@ describe('container source and veths on a real dockerd', () => {
     assert.ok((await low.list()).length >= 3);
   });
 
-  test('list finds the UUID-named and UUID-labelled containers, serverUuidOf maps them, others stay out', async (t) => {
-    if (skip !== undefined) return t.skip(skip);
+  test('list finds the UUID-named and UUID-labelled containers, serverUuidOf maps them, others stay out', async () => {
     const all = await source.list();
     const byId = new Map(all.map((x) => [x.id, x]));
     const la = byId.get(a.id);
@@ -123,8 +111,7 @@ describe('container source and veths on a real dockerd', () => {
     assert.equal(await source.inspect('no-such-container'), null);
   });
 
-  test('watch reports start events of new containers', async (t) => {
-    if (skip !== undefined) return t.skip(skip);
+  test('watch reports start events of new containers', async () => {
     for (const x of [a, b, c]) {
       await waitFor(`start of ${x.name}`, () => events.find((e) => e.action === 'start' && e.id === x.id));
     }
@@ -132,8 +119,7 @@ describe('container source and veths on a real dockerd', () => {
     assert.equal(startA?.name, UUID_A);
   });
 
-  test('host veth counters see host->container and container->host bytes', async (t) => {
-    if (skip !== undefined || h === undefined) return t.skip(skip);
+  test('host veth counters see host->container and container->host bytes', async () => {
     const veth = await hostVethOf(a.pid);
     assert.ok(veth, 'no host veth found');
     assert.equal(basename(await readlink(`/sys/class/net/${veth.iface}/master`)), net.bridge);
@@ -168,8 +154,7 @@ describe('container source and veths on a real dockerd', () => {
     assert.equal(await hostVethOf(process.pid), null, 'a process in the host netns has no container veth');
   });
 
-  test('watch reports rename, die and destroy', async (t) => {
-    if (skip !== undefined || h === undefined) return t.skip(skip);
+  test('watch reports rename, die and destroy', async () => {
     await h.docker.getContainer(c.id).rename({ name: 'unrelated-2' });
     const ren = await waitFor('rename', () => events.find((e) => e.action === 'rename' && e.id === c.id));
     assert.equal(ren.name, 'unrelated-2');
@@ -179,8 +164,7 @@ describe('container source and veths on a real dockerd', () => {
     assert.ok(!(await source.list()).some((x) => x.id === c.id));
   });
 
-  test('after docker restart the container has a new host veth and hostVethOf finds it', async (t) => {
-    if (skip !== undefined || h === undefined) return t.skip(skip);
+  test('after docker restart the container has a new host veth and hostVethOf finds it', async () => {
     const old = await hostVethOf(a.pid);
     assert.ok(old);
     const seen = events.length;

@@ -5,8 +5,8 @@
  * Every caller passes its own name, so test files running at the same time never share a daemon.
  *
  * When the machine cannot run dockerd (not root, not installed, the daemon dies or never answers)
- * `startDocker` throws an Error whose message starts with `docker unavailable:`; test files turn
- * that into a loud skip. Anything failing after the engine answered is a real failure.
+ * `startDocker` throws an Error whose message starts with `docker unavailable:` and says why; the
+ * test file fails with it (`make test` installs Docker, so a missing engine is never a pass).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { constants, openSync, closeSync } from 'node:fs';
@@ -17,7 +17,7 @@ import Dockerode from 'dockerode';
 
 const execFileP = promisify(execFile);
 
-export const DOCKER_UNAVAILABLE = 'docker unavailable:';
+const DOCKER_UNAVAILABLE = 'docker unavailable:';
 export const TEST_IMAGE = 'hostkit-busybox:test';
 const READY_TIMEOUT_MS = 30_000;
 const STOP_TIMEOUT_MS = 20_000;

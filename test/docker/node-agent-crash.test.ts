@@ -14,7 +14,7 @@ import { hostVethOf } from '../../src/lib/veth.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import { freePort, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
-import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer } from './harness.ts';
+import { sinkCommand, startDocker, type DockerHarness, type TestContainer } from './harness.ts';
 
 const TOKEN = 'ef'.repeat(32);
 const UUID = '7d3a0e9c-3f4b-4c5d-9e6f-708192a3b4c5';
@@ -23,7 +23,6 @@ const ROUNDS = 5;
 const dir = mkdtempSync(join(tmpdir(), 'hk-agent-crash-'));
 const configFile = join(dir, 'config.yaml');
 let docker: DockerHarness | undefined;
-let skipReason = '';
 let box: TestContainer;
 let panel: FakePanel;
 let agent: Daemon | undefined;
@@ -70,15 +69,7 @@ function stream(c: TestContainer): { stop(): void } {
 }
 
 before(async () => {
-  try {
-    docker = await startDocker({ name: 'agentcrash' });
-  } catch (err) {
-    if (String((err as Error).message).startsWith(DOCKER_UNAVAILABLE)) {
-      skipReason = (err as Error).message;
-      return;
-    }
-    throw err;
-  }
+  docker = await startDocker({ name: 'agentcrash' });
   await docker.createNetwork('hk-crash', '10.251.40.0/24');
   box = await docker.runContainer({ name: UUID, network: 'hk-crash', cmd: sinkCommand(SINK) });
   panel = await startFakePanel(TOKEN);
@@ -109,8 +100,7 @@ after(async () => {
   await docker?.stop();
 });
 
-test('kill -9 during cycles loses no committed count, counts nothing twice, delivers every queued event', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('kill -9 during cycles loses no committed count, counts nothing twice, delivers every queued event', async () => {
   panel.failWith = 503; // the panel is down: events stay in the outbox
   agent = start();
   await agent.waitFor(/node API listening/);

@@ -18,7 +18,7 @@ import { freePort, startHostkit, type Daemon } from '../integration/hostkit-proc
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
 import { LIMIT_DEFAULTS } from '../../roles/node-agent/limits.ts';
 import { measureDown, measureUp, push } from './traffic.ts';
-import { DOCKER_UNAVAILABLE, sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
+import { sinkCommand, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
 const TOKEN = 'cd'.repeat(32);
 const BY_NAME = '5b1e8c7a-1d2f-4a3b-9c4d-5e6f7a8b9c01';
@@ -27,7 +27,6 @@ const SINK = 9000;
 const GIB = 1024 ** 3;
 const dir = mkdtempSync(join(tmpdir(), 'hk-agent-docker-'));
 let docker: DockerHarness | undefined;
-let skipReason = '';
 let net: TestNetwork;
 let byName: TestContainer;
 let byLabel: TestContainer;
@@ -81,15 +80,7 @@ function qdiscs(iface: string): string {
 const within10 = (mbps: number): boolean => mbps > 9 && mbps < 11;
 
 before(async () => {
-  try {
-    docker = await startDocker({ name: 'nodeagent' });
-  } catch (err) {
-    if (String((err as Error).message).startsWith(DOCKER_UNAVAILABLE)) {
-      skipReason = (err as Error).message;
-      return;
-    }
-    throw err;
-  }
+  docker = await startDocker({ name: 'nodeagent' });
   net = await docker.createNetwork('hk-agent', '10.251.30.0/24');
   byName = await docker.runContainer({ name: BY_NAME, network: 'hk-agent', cmd: sinkCommand(SINK) });
   byLabel = await docker.runContainer({ name: 'game-by-label', labels: { 'hostkit.server_uuid': BY_LABEL }, network: 'hk-agent', cmd: sinkCommand(SINK) });
@@ -126,8 +117,7 @@ after(async () => {
   await docker?.stop();
 });
 
-test('discovery: a container named by UUID and one labelled with a UUID are managed, others are not', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('discovery: a container named by UUID and one labelled with a UUID are managed, others are not', async () => {
   const servers = await until('both servers online', async () => {
     const s = await stats();
     return s.filter((x) => x.online).length === 2 ? s : undefined;
@@ -138,8 +128,7 @@ test('discovery: a container named by UUID and one labelled with a UUID are mana
   assert.equal(health.data.containers, 2);
 });
 
-test('metering: bytes sent to the server count as its RX on the host veth', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('metering: bytes sent to the server count as its RX on the host veth', async () => {
   const before = (await stats()).find((s) => s.uuid === BY_NAME)?.rx_bytes_total as number;
   await push(byName, SINK, 50 * 1024 * 1024);
   const after = await until('RX counted', async () => {
@@ -150,8 +139,7 @@ test('metering: bytes sent to the server count as its RX on the host veth', asyn
   assert.ok(after.rx_used_day_bytes >= 50 * 1024 * 1024);
 });
 
-test('a 10 Mbit/s cap holds within 10% in both directions', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('a 10 Mbit/s cap holds within 10% in both directions', async () => {
   const r = await putLimits([limitsEntry(BY_NAME, { rx_speed_mbps: 10, tx_speed_mbps: 10 }), limitsEntry(BY_LABEL)]);
   assert.deepEqual(r, { applied: 2, failed: 0 });
   const down = await measureDown(byName, SINK);
@@ -163,8 +151,7 @@ test('a 10 Mbit/s cap holds within 10% in both directions', async (t) => {
   await panel.waitFor((p) => p.events.some((e) => e.server_uuid === BY_NAME && e.type === 'speed_applied'));
 });
 
-test('rules come back within a cycle after docker restart (new veth)', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('rules come back within a cycle after docker restart (new veth)', async () => {
   const oldVeth = (await hostVethOf(byName.pid))?.iface;
   await docker!.cli(['restart', BY_NAME]);
   const pid = Number((await docker!.cli(['inspect', '-f', '{{.State.Pid}}', BY_NAME])).trim());
@@ -176,8 +163,7 @@ test('rules come back within a cycle after docker restart (new veth)', async (t)
   assert.ok(within10(down), `down after restart ${down.toFixed(2)} Mbit/s`);
 });
 
-test('crossing a 1 GiB daily quota throttles; a period rollover restores full speed', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('crossing a 1 GiB daily quota throttles; a period rollover restores full speed', async () => {
   await putLimits([limitsEntry(BY_LABEL, { rx_quota_day_gb: 1, throttle_rx_mbps: 10, throttle_tx_mbps: 10 })]);
   const start = (await stats()).find((s) => s.uuid === BY_LABEL)?.rx_used_day_bytes as number;
   await push(byLabel, SINK, Math.max(0, GIB - start) + 64 * 1024 * 1024);
@@ -209,8 +195,7 @@ test('crossing a 1 GiB daily quota throttles; a period rollover restores full sp
   assert.ok(fast > 50, `full speed again (${fast.toFixed(0)} Mbit/s); ${veth}: ${qdiscs(veth)}`);
 });
 
-test('a server leaving the limits set loses its rules', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('a server leaving the limits set loses its rules', async () => {
   await putLimits([]);
   const veth = (await hostVethOf(byName.pid))?.iface as string;
   await until('rules removed', () => (qdiscs(veth).includes('htb') ? undefined : true), 10_000);

@@ -25,7 +25,7 @@ import { freePort, startHostkit, type Daemon } from '../integration/hostkit-proc
 import { adminSession, type AdminSession } from '../integration/panel/admin-session.ts';
 import { startPanel, type TestPanel } from '../integration/panel/harness.ts';
 import { measureUp, pushUp } from './traffic.ts';
-import { DOCKER_UNAVAILABLE, startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
+import { startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
 type Item = { attributes: Record<string, unknown> };
 type ServerAttrs = { id: number; uuid: string; name: string; description: string; suspended: boolean };
@@ -42,7 +42,6 @@ const agentConfig = join(dir, 'agent.yaml');
 const agentSocket = join(dir, 'agent.sock');
 
 let docker: DockerHarness | undefined;
-let skipReason = '';
 let net: TestNetwork;
 let panel: TestPanel;
 /** The panel process now serving (step 4 replaces the harness's first one). */
@@ -139,16 +138,7 @@ async function agentInSync(ms = 10_000): Promise<number> {
 }
 
 before(async () => {
-  try {
-    docker = await startDocker({ name: 'panelbw' });
-  } catch (err) {
-    if (String((err as Error).message).startsWith(DOCKER_UNAVAILABLE)) {
-      skipReason = (err as Error).message;
-      process.stderr.write(`\n*** SKIPPING the panel + node agent Docker test: ${skipReason} ***\n\n`);
-      return;
-    }
-    throw err;
-  }
+  docker = await startDocker({ name: 'panelbw' });
   net = await docker.createNetwork('hk-panelbw', '10.251.60.0/24');
   panel = await startPanel();
   panelDaemon = panel.daemon;
@@ -172,8 +162,7 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-test('1. pairing: a node made in the panel, its token in the agent file; the agent registers and shows online with its version', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('1. pairing: a node made in the panel, its token in the agent file; the agent registers and shows online with its version', async () => {
   const loc = await panel.api(appKey, 'POST', '/api/application/locations', { short: 'lab', long: 'Loopback lab' });
   assert.equal(loc.status, 201, loc.text);
   const node = await panel.api(appKey, 'POST', '/api/application/nodes', { name: 'docker-node', fqdn: '127.0.0.1', location_id: (loc.body as Item).attributes.id });
@@ -214,8 +203,7 @@ test('1. pairing: a node made in the panel, its token in the agent file; the age
   assert.match(agent.output(), new RegExp(`"heartbeat_seconds":${POLL_S}\\b`), 'the agent adopted the panel interval');
 });
 
-test('2. a server whose UUID names a running container; a settings change is pushed and applied within seconds', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('2. a server whose UUID names a running container; a settings change is pushed and applied within seconds', async () => {
   first = await createServer('Survival');
   firstBox = await docker!.runContainer({ name: first.uuid, network: 'hk-panelbw' });
   await until('the agent manages the container', async () => (await agentStats(first.uuid))?.online === true);
@@ -234,8 +222,7 @@ test('2. a server whose UUID names a running container; a settings change is pus
   assert.ok(up > 9 && up < 11, `TX capped at 10 Mbit/s by the default, measured ${up.toFixed(2)}`);
 });
 
-test('3. a 1 GiB daily TX quota crossed with exceed_action=suspend suspends and renames the server; unsuspend restores the name', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('3. a 1 GiB daily TX quota crossed with exceed_action=suspend suspends and renames the server; unsuspend restores the name', async () => {
   await saveSettings({ rename_on_quota_suspend: true });
   await web.get(`/admin/bandwidth/servers/${first.id}`);
   const saved = await web.post(`/admin/bandwidth/servers/${first.id}`, {
@@ -288,8 +275,7 @@ test('3. a 1 GiB daily TX quota crossed with exceed_action=suspend suspends and 
   assert.equal(back.description, 'Survival box');
 });
 
-test('4. events of a quota crossed while the panel is down arrive after it comes back', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('4. events of a quota crossed while the panel is down arrive after it comes back', async () => {
   const second = await createServer('Creative', { tx_quota_day_gb: 1, exceed_action: 'throttle', throttle_rx_mbps: 5, throttle_tx_mbps: 5 });
   const box = await docker!.runContainer({ name: second.uuid, network: 'hk-panelbw' });
   await agentInSync();
@@ -322,8 +308,7 @@ test('4. events of a quota crossed while the panel is down arrive after it comes
   assert.equal((await panelServer(second.id)).suspended, false, 'throttle, not suspend');
 });
 
-test('the panel stats polls turned the traffic into usage rollups and top consumers', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('the panel stats polls turned the traffic into usage rollups and top consumers', async () => {
   // hours=2: the traffic may straddle an hour boundary.
   const series = await until('the TX usage in the time series', async () => {
     const s = await web.json<{ bucket: string; points: { t: string; rx_bytes: number; tx_bytes: number }[] }>('/admin/bandwidth/api/timeseries?hours=2');
@@ -337,8 +322,7 @@ test('the panel stats polls turned the traffic into usage rollups and top consum
   assert.ok(row.tx_bytes >= GIB, `its TX ${row.tx_bytes} includes the 1 GiB`);
 });
 
-test('5. a token reset makes the agent get 401 and say what to do; the new token in the file and a restart pair it again', async (t) => {
-  if (skipReason) return t.skip(skipReason);
+test('5. a token reset makes the agent get 401 and say what to do; the new token in the file and a restart pair it again', async () => {
   await web.get(`/admin/nodes/${nodeId}`);
   const reset = await web.post(`/admin/nodes/${nodeId}/token`);
   assert.equal(reset.status, 200, reset.text.slice(0, 2000));
