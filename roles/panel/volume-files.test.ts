@@ -427,9 +427,11 @@ test('race: a folder swapped for a link to outside mid-operation never lets an o
     while (Date.now() < end) {
       try { fs.renameSync(d, d + '.real'); } catch { continue; }
       try { fs.symlinkSync(outside, d); fs.unlinkSync(d); } catch {}
-      // A write may have created a fresh d in the gap (parents are created): set it aside.
-      try { fs.renameSync(d + '.real', d); } catch {
-        try { fs.renameSync(d, d + '.intruder' + n++); fs.renameSync(d + '.real', d); } catch {}
+      // A write may have created a fresh d in the gap (parents are created): set it aside, as
+      // often as it takes, until the real folder is back.
+      for (;;) {
+        try { fs.renameSync(d + '.real', d); break; } catch {}
+        try { fs.renameSync(d, d + '.intruder' + n++); } catch {}
       }
     }
   `, { eval: true, workerData: { d, outside: outsideDir, ms: 1500 } });
