@@ -5,8 +5,7 @@
  * It is a phase of its own, after the synchronous pipeline, because reading a body is
  * asynchronous and a request that an earlier check refuses should cost no buffering.
  */
-import type { IncomingMessage } from 'node:http';
-import type { RequestContext } from './request-context.ts';
+import type { RequestContext, ProxyRequest } from './request-context.ts';
 import type { Verdict } from './verdict.ts';
 import type { WafBodyCheck } from './waf.ts';
 
@@ -23,7 +22,7 @@ export interface BodyPrefix {
  * last chunk may pass the limit; only `limit` bytes are inspected). Rejects when the client
  * goes away first.
  */
-export function readBodyPrefix(req: IncomingMessage, limit: number): Promise<BodyPrefix> {
+export function readBodyPrefix(req: ProxyRequest, limit: number): Promise<BodyPrefix> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let bytes = 0;

@@ -8,8 +8,7 @@
  * (curl, python-requests) is challenged, and a request with no headers at all over HTTP/1.0 is
  * blocked. docs/proxy.md lists them for operators.
  */
-import type { IncomingMessage } from 'node:http';
-import type { RequestContext } from './request-context.ts';
+import type { RequestContext, ProxyRequest } from './request-context.ts';
 import { ALLOW, deny, type Verdict } from './verdict.ts';
 
 /** Rule id of bot-score verdicts (telemetry). */
@@ -55,7 +54,7 @@ export function isGoodBot(ua: string): boolean {
 }
 
 /** The request's score, 0-100; pure, runs once per request when bot scoring is on. */
-export function botScore(req: IncomingMessage): number {
+export function botScore(req: ProxyRequest): number {
   const h = req.headers;
   const ua = (h['user-agent'] ?? '').trim();
   let score = 0;

@@ -7,9 +7,8 @@
  * `POST /__osc_challenge/verify` and, with `mode: on`, challenges every request without clearance.
  */
 import { randomBytes } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import type { Check } from './pipeline.ts';
-import type { RequestContext } from './request-context.ts';
+import type { RequestContext, ProxyRequest } from './request-context.ts';
 import { sendBody } from './responses.ts';
 import { CLEARANCE_COOKIE, effectiveDifficulty, readCookie, type ChallengeTokens, type VerifyOutcome } from './challenge-tokens.ts';
 import { challengeCsp, renderChallengePage, VERIFY_PATH } from './challenge-page.ts';
@@ -53,7 +52,7 @@ interface SiteChallenge {
   tokens: ChallengeTokens;
 }
 
-function wantsHtml(req: IncomingMessage): boolean {
+function wantsHtml(req: ProxyRequest): boolean {
   const accept = req.headers.accept;
   return accept !== undefined && accept.toLowerCase().includes('text/html');
 }

@@ -1,20 +1,19 @@
 /**
- * The forward phase: the request goes to the site's origin through its undici pool (dispatch
- * with a handler, the leanest path undici offers), bodies stream both ways with backpressure,
- * and hop-by-hop headers are handled on both sides. A body without a Content-Length is cut once
- * it passes max_body_bytes (413). Origin failures answer 502 and connection failures start the
- * origin's backoff, during which requests fail fast. Response bodies are shaped by the site's
- * send-rate caps: the origin stream pauses while a bucket is in debt.
+ * The forward phase: the request goes to the site's origin over the origin pool's own HTTP/1.1
+ * client (origin-client.ts), bodies stream both ways with backpressure, and hop-by-hop headers
+ * are handled on both sides. A body without a Content-Length is cut once it passes
+ * max_body_bytes (413). Origin failures answer 502 and connection failures start the origin's
+ * backoff, during which requests fail fast. Response bodies are shaped by the site's send-rate
+ * caps: the origin stream pauses while a bucket is in debt.
  */
-import type { IncomingMessage } from 'node:http';
-import type { Dispatcher } from 'undici';
 import type { BodyPrefix } from './body-inspect.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { stripResponseHopHeaders } from './hop-headers.ts';
 import { plainIp } from './ip-match.ts';
+import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginHandler } from './origin-client.ts';
 import type { ProxyEndpoints } from './proxy-protocol.ts';
 import type { RateShaper } from './rate-shaper.ts';
-import type { RequestContext } from './request-context.ts';
+import type { ProxyRequest, RequestContext } from './request-context.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import { sendStatus } from './responses.ts';
 
@@ -27,50 +26,27 @@ export const ORIGIN_RULES = {
 } as const;
 
 // Errors that mean the origin could not be reached at all: they start the backoff.
-export const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT', 'ETIMEDOUT', 'EADDRNOTAVAIL']);
-export const TIMEOUT_ERRORS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
-// A kept-alive connection the origin closed just as it was reused: safe to retry once without a body.
-const STALE_CONNECTION_ERRORS = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+export const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', ORIGIN_ERRORS.connectTimeout, 'ETIMEDOUT', 'EADDRNOTAVAIL']);
+export const TIMEOUT_ERRORS = new Set<string>([ORIGIN_ERRORS.headersTimeout, ORIGIN_ERRORS.bodyTimeout]);
 
-class BodyTooLarge extends Error {
-  constructor() {
-    super('request body exceeds max_body_bytes');
-  }
-}
-
-class ClientGone extends Error {
-  constructor() {
-    super('client closed the connection');
-  }
-}
-
-/** The error's code, or its cause's (undici wraps socket errors). */
+/** The error's code. */
 export function errorCode(err: unknown): string {
-  const e = err as { code?: unknown; cause?: { code?: unknown } } | null;
-  const code = e?.code ?? e?.cause?.code;
+  const code = (err as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : '';
 }
 
 /**
- * Streams a body to the origin, the WAF's buffered `prefix` first, failing once more than `max`
- * bytes arrived (bodies of unknown length; Content-Length ones were checked against it already).
+ * The request body as the origin gets it: what the WAF already read, then the rest of the
+ * stream; null for a request without a body.
  */
-async function* limitedBody(req: IncomingMessage, max: number, prefix?: BodyPrefix): AsyncGenerator<Buffer> {
-  let read = 0;
-  if (prefix) {
-    for (const chunk of prefix.chunks) {
-      read += chunk.length;
-      if (read > max) throw new BodyTooLarge();
-      yield chunk;
-    }
-    if (prefix.ended) return;
-  }
-  // destroyOnReturn false: the client socket must stay open to receive the 413.
-  for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-    read += chunk.length;
-    if (read > max) throw new BodyTooLarge();
-    yield chunk;
-  }
+function originBody(req: ProxyRequest, maxBodyBytes: number, prefix: BodyPrefix | undefined): OriginBody | null {
+  const declared = req.headers['content-length'];
+  const chunked = req.headers['transfer-encoding'] !== undefined;
+  if (declared === undefined && !chunked) return null;
+  const length = chunked ? undefined : Number(declared);
+  const rest = prefix?.ended || length === 0 ? null : req;
+  // Content-Length bodies were checked against max_body_bytes already.
+  return { chunks: prefix?.chunks ?? [], rest, length, max: chunked ? maxBodyBytes : Infinity };
 }
 
 /** The PROXY protocol endpoints of a request: the resolved client and the listener it reached. */
@@ -94,68 +70,40 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
     return;
   }
   const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp);
-  const declared = req.headers['content-length'];
-  const chunked = req.headers['transfer-encoding'] !== undefined;
-  const body = prefix ? limitedBody(req, chunked ? site.maxBodyBytes : Infinity, prefix) : chunked ? limitedBody(req, site.maxBodyBytes) : declared !== undefined && declared !== '0' ? req : null;
+  let lines = '';
+  for (let i = 0; i < headers.length; i += 2) lines += `${headers[i] as string}: ${headers[i + 1] as string}\r\n`;
   const hsts = ctx.scheme === 'https' ? site.hsts : undefined;
   const shaped = site.maxSiteBps !== null || site.maxIpBps !== null;
-  const pool = origin.dispatcher(origin.proxyProtocol === 'off' ? undefined : endpointsOf(ctx));
-  let controller: Dispatcher.DispatchController | undefined;
-  let attempt = 0;
-  let clientGone = false;
   // A shaped chunk is waiting for its tokens; the end of the response waits behind it.
   let delayed = false;
   let endPending = false;
 
   const onClose = (): void => {
     if (res.writableFinished) return;
-    clientGone = true;
-    controller?.abort(new ClientGone());
+    exchange.abort();
   };
   res.once('close', onClose);
 
-  const options: Dispatcher.DispatchOptions = {
-    path: ctx.target,
-    method: req.method ?? 'GET',
-    headers,
-    body: body as Dispatcher.DispatchOptions['body'],
-    headersTimeout: origin.readTimeoutMs,
-    bodyTimeout: origin.readTimeoutMs,
-    ...(origin.noKeepAlive ? { reset: true } : {}),
-  };
-
-  const handler: Dispatcher.DispatchHandler = {
-    onRequestStart(c) {
-      controller = c;
-      if (clientGone) c.abort(new ClientGone());
+  const handler: OriginHandler = {
+    onBodySent(bytes) {
+      ctx.bytesIn += bytes;
     },
-    onBodySent(chunk) {
-      ctx.bytesIn += chunk.length;
-    },
-    onResponseStart(c, statusCode, responseHeaders) {
+    onResponse(status, out) {
       origin.recordSuccess();
-      if (res.destroyed) {
-        c.abort(new ClientGone());
-        return;
-      }
-      const out = responseHeaders as Record<string, string | string[] | undefined>;
       stripResponseHopHeaders(out);
       if (hsts !== undefined) out['strict-transport-security'] = hsts;
-      res.writeHead(statusCode, out as Record<string, string | string[]>);
+      res.writeHead(status, out as Record<string, string | string[]>);
     },
-    onResponseData(c, chunk) {
+    onData(chunk) {
       ctx.bytesOut += chunk.length;
       const wait = shaped ? shaper.take(site, ctx.clientIp, chunk.length) : 0;
       if (wait === 0) {
-        if (!res.write(chunk)) {
-          c.pause();
-          res.once('drain', () => c.resume());
-        }
-        return;
+        if (res.write(chunk)) return true;
+        res.once('drain', () => exchange.resume());
+        return false;
       }
       // Shaped: the chunk itself waits for its tokens, so the client sees the capped rate up to
       // the last byte; the origin stream stays paused meanwhile.
-      c.pause();
       delayed = true;
       setTimeout(() => {
         delayed = false;
@@ -165,11 +113,12 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
           endPending = false;
           res.off('close', onClose);
           res.end();
-        } else if (full) res.once('drain', () => c.resume());
-        else c.resume();
+        } else if (full) res.once('drain', () => exchange.resume());
+        else exchange.resume();
       }, wait);
+      return false;
     },
-    onResponseEnd() {
+    onEnd() {
       if (delayed) {
         endPending = true;
         return;
@@ -177,29 +126,23 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
       res.off('close', onClose);
       res.end();
     },
-    onResponseError(_c, err) {
+    onError(err) {
       res.off('close', onClose);
-      if (clientGone || err instanceof ClientGone) {
+      const code = err.code;
+      if (code === ORIGIN_ERRORS.clientGone) {
         res.destroy();
         return;
       }
-      if (err instanceof BodyTooLarge) {
+      if (code === ORIGIN_ERRORS.bodyTooLarge) {
         ctx.rule = REQUEST_RULES.bodyLen;
         if (res.headersSent) res.destroy();
         else sendStatus(ctx, 413);
         return;
       }
-      const code = errorCode(err);
       if (res.headersSent) {
         // Mid-body: the status is out; the client sees a cut response.
         ctx.rule = ORIGIN_RULES.error;
         res.destroy();
-        return;
-      }
-      if (attempt === 0 && body === null && STALE_CONNECTION_ERRORS.has(code) && (options.method === 'GET' || options.method === 'HEAD')) {
-        attempt++;
-        res.once('close', onClose);
-        dispatch();
         return;
       }
       if (CONNECT_ERRORS.has(code)) {
@@ -211,13 +154,7 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
       sendStatus(ctx, 502);
     },
   };
-
-  function dispatch(): void {
-    try {
-      pool.dispatch(options, handler);
-    } catch (err) {
-      handler.onResponseError?.(controller as Dispatcher.DispatchController, err as Error);
-    }
-  }
-  dispatch();
+  const pool = origin.pool(origin.proxyProtocol === 'off' ? undefined : endpointsOf(ctx));
+  // The handler's callbacks that use `exchange` all run later (on close, drain or a timer).
+  const exchange: Exchange = pool.request(req.method ?? 'GET', ctx.target, lines, originBody(req, site.maxBodyBytes, prefix), handler);
 }

@@ -28,7 +28,7 @@ export function connectionListed(value: string | string[] | undefined): Set<stri
 }
 
 /**
- * Removes hop-by-hop headers from an origin response header object (undici's parsed form, lower
+ * Removes hop-by-hop headers from an origin response header object (the origin client's parsed form, lower
  * case keys) in place; runs once per forwarded response before it is written to the client.
  */
 export function stripResponseHopHeaders(headers: Record<string, string | string[] | undefined>): void {

@@ -16,13 +16,13 @@ export interface OriginHeaderOptions {
 }
 
 /**
- * Builds the flat `[name, value, ...]` header list for undici from the client's raw headers.
+ * Builds the flat `[name, value, ...]` header list for the origin from the client's raw headers.
  * `host` is the client's Host header as received (used when no host_header is configured).
  */
 export type OriginHeaderBuilder = (rawHeaders: readonly string[], host: string | undefined, clientIp: string) => string[];
 
-// `expect` is answered by node (100-continue) and refused by undici's HTTP/1.1 client.
-const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'host', 'expect']);
+// `expect` is answered by node (100-continue); the origin client writes the body's framing itself.
+const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'host', 'expect', 'content-length']);
 const CLIENT_IP_HEADERS = ['x-forwarded-for', 'x-real-ip', 'forwarded'] as const;
 
 /** `for=` value of RFC 7239: IPv6 addresses are bracketed and quoted. */

@@ -1,5 +1,5 @@
 /**
- * Keep-alive connection pools to the origins (undici Pool, one per distinct origin setting) and
+ * Keep-alive connection pools to the origins (origin-client.ts, one per distinct origin setting) and
  * the per-origin backoff after connection failures. Pools outlive config generations: a reload
  * that keeps a site's origin settings keeps its warm connections; a pool no generation uses any
  * more is closed after a grace period, so requests still running on it finish.
@@ -9,9 +9,7 @@
  * client IP and listener address, each writing its header on every connection it opens, and
  * drops a pool once it has been idle for keepalive_secs.
  */
-import { connect as netConnect, isIP, type Socket } from 'node:net';
-import { connect as tlsConnect } from 'node:tls';
-import { Client, Pool, type buildConnector } from 'undici';
+import { OriginPool, type OriginTarget } from './origin-client.ts';
 import { proxyProtocolHeader, type ProxyEndpoints } from './proxy-protocol.ts';
 import { SharedTable } from './shared-table.ts';
 
@@ -32,10 +30,7 @@ export interface Origin {
    * The pool a request goes through: the shared one, or with PROXY protocol the pool of this
    * client (`endpoints` is then required). Runs once per forwarded request.
    */
-  dispatcher(endpoints?: ProxyEndpoints): Pool;
-  readonly readTimeoutMs: number;
-  /** keepalive_secs 0: every request closes its connection. */
-  readonly noKeepAlive: boolean;
+  pool(endpoints?: ProxyEndpoints): OriginPool;
   /** Until when (ms since the epoch) requests fail fast with 502; 0 when the origin is not backing off. */
   backoffUntil(): number;
   /** A connection to the origin failed: back off for longer each time in a row. */
@@ -56,10 +51,6 @@ export interface OriginPools {
 /** Backoff after consecutive connection failures: 250 ms, doubling, capped at 5 s. */
 export const BACKOFF_BASE_MS = 250;
 export const BACKOFF_MAX_MS = 5_000;
-// Connections beyond max_idle_per_host close after this much idle time instead of keepalive_secs.
-const SURPLUS_IDLE_MS = 1_000;
-// The largest origin response header section accepted (undici's default follows node's 16 KiB).
-const ORIGIN_MAX_HEADER_BYTES = 64 * 1024;
 // How often per-client pools (PROXY protocol) are checked for idleness.
 const CLIENT_POOL_SWEEP_MS = 5_000;
 
@@ -67,68 +58,20 @@ function settingsKey(s: OriginSettings): string {
   return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}|${s.proxy_protocol}`;
 }
 
-/**
- * Opens an origin connection that starts with `header` (before TLS, as the PROXY protocol
- * requires), for undici's `connect` option; runs whenever a per-client pool needs a connection.
- */
-function proxyProtocolConnector(url: URL, connectTimeoutMs: number, header: Buffer): buildConnector.connector {
-  const host = url.hostname.replace(/^\[|\]$/g, '');
+/** Where a pool connects, from the origin settings; runs once per pool. */
+function targetOf(s: OriginSettings, preface?: Buffer): OriginTarget {
+  const url = new URL(s.url);
   const secure = url.protocol === 'https:';
-  const port = Number(url.port) || (secure ? 443 : 80);
-  return function connectWithHeader(_opts, callback) {
-    let settled = false;
-    const raw = netConnect({ host, port });
-    let sock: Socket = raw;
-    const fail = (err: Error): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      sock.destroy();
-      raw.destroy();
-      callback(err, null);
-    };
-    const ok = (): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      sock.off('error', fail);
-      callback(null, sock);
-    };
-    const timer = setTimeout(() => fail(Object.assign(new Error('connect timeout'), { code: 'UND_ERR_CONNECT_TIMEOUT' })), connectTimeoutMs);
-    raw.once('error', fail);
-    raw.setNoDelay(true);
-    raw.write(header);
-    if (secure) {
-      sock = tlsConnect({ socket: raw, host, ...(isIP(host) === 0 ? { servername: host } : {}), ALPNProtocols: ['http/1.1'] });
-      sock.once('error', fail);
-      sock.once('secureConnect', ok);
-    } else {
-      raw.once('connect', ok);
-    }
+  return {
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: Number(url.port) || (secure ? 443 : 80),
+    secure,
+    connectTimeoutMs: s.connect_timeout_ms,
+    readTimeoutMs: s.read_timeout_ms,
+    keepAliveMs: s.keepalive_secs * 1000,
+    maxIdle: s.max_idle_per_host,
+    ...(preface ? { preface } : {}),
   };
-}
-
-/**
- * undici has no cap on idle connections, so the pool's factory gives its first
- * `max_idle_per_host` connections the configured keep-alive and later ones a short one: the
- * pool always hands a request to the first free connection, so the long-lived ones stay busy and
- * the surplus opened under a burst closes soon after it.
- */
-function createPool(s: OriginSettings, connect?: buildConnector.connector): Pool {
-  const keepAliveMs = s.keepalive_secs * 1000;
-  let created = 0;
-  return new Pool(s.url, {
-    ...(connect ? { connect } : {}),
-    connectTimeout: s.connect_timeout_ms,
-    headersTimeout: s.read_timeout_ms,
-    bodyTimeout: s.read_timeout_ms,
-    maxHeaderSize: ORIGIN_MAX_HEADER_BYTES,
-    factory(origin, opts) {
-      const surplus = created++ >= s.max_idle_per_host;
-      const idle = keepAliveMs === 0 ? 1 : surplus ? Math.min(SURPLUS_IDLE_MS, keepAliveMs) : keepAliveMs;
-      return new Client(origin, { ...(opts as Client.Options), keepAliveTimeout: idle, keepAliveMaxTimeout: Math.max(idle, 1) });
-    },
-  });
 }
 
 /** Creates the registry; runs once at start. */
@@ -156,12 +99,12 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
       return existing;
     }
     const backoffKey = `o\0${s.url}`;
-    const shared = s.proxy_protocol === 'off' ? createPool(s) : undefined;
-    const perClient = new Map<string, { pool: Pool; lastUsed: number }>();
+    const shared = s.proxy_protocol === 'off' ? new OriginPool(targetOf(s)) : undefined;
+    const perClient = new Map<string, { pool: OriginPool; lastUsed: number }>();
     const origin: Origin = {
       url: s.url,
       proxyProtocol: s.proxy_protocol,
-      dispatcher(endpoints) {
+      pool(endpoints) {
         if (shared) return shared;
         const e = endpoints as ProxyEndpoints;
         const key = `${e.sourceIp}|${e.destIp}|${e.destPort}`;
@@ -169,14 +112,12 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         if (!entry) {
           // The source port is the one of the client connection that opened this pool.
           const header = proxyProtocolHeader(s.proxy_protocol as 'v1' | 'v2', e);
-          entry = { pool: createPool(s, proxyProtocolConnector(new URL(s.url), s.connect_timeout_ms, header)), lastUsed: 0 };
+          entry = { pool: new OriginPool(targetOf(s, header)), lastUsed: 0 };
           perClient.set(key, entry);
         }
         entry.lastUsed = Date.now();
         return entry.pool;
       },
-      readTimeoutMs: s.read_timeout_ms,
-      noKeepAlive: s.keepalive_secs === 0,
       backoffUntil() {
         table.lock();
         const at = backoffOf(backoffKey, false);
@@ -208,14 +149,13 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
       async closeAll() {
         const pools = shared ? [shared] : [...perClient.values()].map((p) => p.pool);
         perClient.clear();
-        await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+        await Promise.all(pools.map((p) => p.close()));
       },
       sweep(now) {
         for (const [k, p] of perClient) {
-          const st = p.pool.stats;
-          if (now - p.lastUsed > idleMs && st.running === 0 && st.pending === 0) {
+          if (now - p.lastUsed > idleMs && !p.pool.busy()) {
             perClient.delete(k);
-            void p.pool.close().catch(() => undefined);
+            void p.pool.close();
           }
         }
       },

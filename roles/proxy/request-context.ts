@@ -2,14 +2,39 @@
  * The per-request context every pipeline phase reads and the telemetry event is made from. One
  * is created when a request arrives on a data-plane listener and dropped when its response ends.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { CompiledSite } from './compiled-site.ts';
 
 export type Scheme = 'http' | 'https';
 
+/**
+ * What the data plane reads of a request: node's IncomingMessage (requests node's parser took)
+ * and the own server's FastRequest (http1-server.ts) both have it.
+ */
+export type ProxyRequest = Pick<
+  IncomingMessage,
+  'method' | 'url' | 'headers' | 'rawHeaders' | 'httpVersion' | 'httpVersionMajor' | 'httpVersionMinor' | 'socket' | 'complete' | 'on' | 'once' | 'off' | 'pause' | 'resume' | 'iterator' | 'destroy' | 'removeAllListeners'
+>;
+
+/** What the data plane does with a response: node's ServerResponse and the own server's FastResponse. */
+export interface ProxyResponse {
+  readonly headersSent: boolean;
+  readonly statusCode: number;
+  readonly destroyed: boolean;
+  readonly writableFinished: boolean;
+  setHeader(name: string, value: string): unknown;
+  writeHead(status: number, headers: OutgoingHttpHeaders): unknown;
+  /** False: wait for 'drain' before writing more. */
+  write(chunk: Buffer): boolean;
+  end(chunk?: string): unknown;
+  destroy(): unknown;
+  once(event: 'close' | 'finish' | 'drain', listener: () => void): unknown;
+  off(event: 'close' | 'finish' | 'drain', listener: () => void): unknown;
+}
+
 export interface RequestContext {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
+  readonly req: ProxyRequest;
+  readonly res: ProxyResponse;
   readonly scheme: Scheme;
   /** Wall clock at arrival (ms since the epoch), for the event's time. */
   readonly time: number;

@@ -2,8 +2,8 @@
  * The proxy's own answers (421, 502, 503, the limits' 4xx, redirects): a short plain-text body,
  * HSTS on HTTPS for sites that set it, and a bounded drain of a request body left unread.
  */
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
-import type { RequestContext } from './request-context.ts';
+import { STATUS_CODES } from 'node:http';
+import type { RequestContext, ProxyRequest } from './request-context.ts';
 
 export interface SendOptions {
   headers?: Readonly<Record<string, string>>;
@@ -15,7 +15,7 @@ export interface SendOptions {
  */
 export const LINGER_MS = 5_000;
 
-function hasBody(req: IncomingMessage): boolean {
+function hasBody(req: ProxyRequest): boolean {
   const declared = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (declared !== undefined && declared !== '0');
 }

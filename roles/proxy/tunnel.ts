@@ -13,9 +13,10 @@ import type { Duplex } from 'node:stream';
 import type { CompiledSite } from './compiled-site.ts';
 import { CONNECT_ERRORS, ORIGIN_RULES, TIMEOUT_ERRORS, endpointsOf, errorCode } from './forward.ts';
 import { stripResponseHopHeaders } from './hop-headers.ts';
+import { ORIGIN_ERRORS } from './origin-client.ts';
 import { proxyProtocolHeader } from './proxy-protocol.ts';
 import type { RateShaper } from './rate-shaper.ts';
-import type { RequestContext } from './request-context.ts';
+import type { RequestContext, ProxyRequest } from './request-context.ts';
 import { sendStatus } from './responses.ts';
 
 // After one side closed, the other gets this long to flush what it still has to send.
@@ -34,7 +35,7 @@ export interface Tunnel {
 }
 
 /** The request head as the client sent it (reconstructed from the parsed request). */
-function requestHeadBytes(req: IncomingMessage): number {
+function requestHeadBytes(req: ProxyRequest): number {
   let n = Buffer.byteLength(`${req.method ?? ''} ${req.url ?? ''} HTTP/${req.httpVersion}\r\n\r\n`);
   for (let i = 0; i < req.rawHeaders.length; i += 2) n += Buffer.byteLength(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`);
   return n;
@@ -80,10 +81,10 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
     createConnection() {
       const raw = netConnect({ host, port });
       raw.setNoDelay(true);
-      timer = setTimeout(() => fail('UND_ERR_CONNECT_TIMEOUT', 'connect timeout'), site.config.origin.connect_timeout_ms);
+      timer = setTimeout(() => fail(ORIGIN_ERRORS.connectTimeout, 'connect timeout'), site.config.origin.connect_timeout_ms);
       raw.once('connect', () => {
         clearTimeout(timer);
-        timer = setTimeout(() => fail('UND_ERR_HEADERS_TIMEOUT', 'no answer to the upgrade'), site.config.origin.read_timeout_ms);
+        timer = setTimeout(() => fail(ORIGIN_ERRORS.headersTimeout, 'no answer to the upgrade'), site.config.origin.read_timeout_ms);
       });
       if (preface) raw.write(preface);
       return secure ? tlsConnect({ socket: raw, host, ...(isIP(host) === 0 ? { servername: host } : {}), ALPNProtocols: ['http/1.1'] }) : raw;

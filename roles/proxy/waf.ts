@@ -9,11 +9,10 @@
  * rce, scanner); a custom rule blocks (403), challenges, or logs (the request goes on with the
  * rule id recorded, so its hits show in rule_hits). A block anywhere beats a challenge.
  */
-import type { IncomingMessage } from 'node:http';
 import type { ProxySiteConfig } from '../../src/contracts/types.ts';
 import { compileLinear, type LinearRegex } from './linear-regex.ts';
 import { decodeOnce } from './request-limits.ts';
-import type { RequestContext } from './request-context.ts';
+import type { RequestContext, ProxyRequest } from './request-context.ts';
 import { ALLOW, deny, type Verdict } from './verdict.ts';
 import { FAMILIES, HEADER_RCE, SCANNER_UA, type Family } from './waf-patterns.ts';
 
@@ -90,7 +89,7 @@ class RequestViews {
 }
 
 /** A header's value (repeated ones joined), decoded once; undefined when absent. */
-function headerValue(req: IncomingMessage, name: string): string | undefined {
+function headerValue(req: ProxyRequest, name: string): string | undefined {
   const v = req.headers[name];
   if (v === undefined) return undefined;
   const s = Array.isArray(v) ? v.join(', ') : v;
@@ -193,7 +192,7 @@ export interface WafBodyCheck {
   /** At most this many bytes are buffered and inspected (body_inspect_bytes). */
   readonly limit: number;
   /** Whether this request's body is inspected: it has one and its type is text-like. */
-  wants(req: IncomingMessage): boolean;
+  wants(req: ProxyRequest): boolean;
   /** Inspects the first `limit` bytes of the body. */
   check(ctx: RequestContext, body: Buffer): Verdict;
 }

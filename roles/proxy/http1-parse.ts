@@ -1,0 +1,259 @@
+/**
+ * HTTP/1.1 message heads and chunked bodies, for the data plane's own server (http1-server.ts)
+ * and origin client (origin-client.ts). The request parser is deliberately narrow: it accepts the
+ * plain requests that make up nearly all traffic and returns undefined for anything else (another
+ * version, Transfer-Encoding, Upgrade, Expect, absolute-form targets, obs-fold, bare CR or LF,
+ * odd bytes, repeated Host or Content-Length), which the server then hands to node's llhttp with
+ * its full strictness and error answers. The response parser is for origins: it accepts what
+ * origins send and refuses (throws) what a proxy must not pass on.
+ */
+
+/** RFC 9110 token characters (header names, methods). */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+// Bytes a request head may hold besides CR LF: HTAB, visible ASCII, space, obs-text (as latin1).
+const BAD_REQUEST_BYTE = /[^\t\r\n\x20-\x7e\x80-\xff]/;
+// Request targets in origin form: visible ASCII only (llhttp's strict set).
+const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
+const DIGITS = /^\d{1,15}$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: [^\r\n]*)?$/;
+
+/** Header names node keeps one value of (its `matchKnownFields`): a repeat is dropped. */
+const SINGLE_VALUED: ReadonlySet<string> = new Set([
+  'age',
+  'authorization',
+  'content-length',
+  'content-type',
+  'etag',
+  'expires',
+  'from',
+  'host',
+  'if-modified-since',
+  'if-unmodified-since',
+  'last-modified',
+  'location',
+  'max-forwards',
+  'proxy-authorization',
+  'referer',
+  'retry-after',
+  'server',
+  'user-agent',
+]);
+
+export type HeaderRecord = Record<string, string | string[] | undefined>;
+
+/** A request head the fast path serves. */
+export interface RequestHead {
+  method: string;
+  target: string;
+  /** Node's `req.headers` shape: lower-case names, repeats joined as node joins them. */
+  headers: Record<string, string | undefined> & { 'set-cookie'?: string[] };
+  /** Names and values as received, alternating (node's `rawHeaders`). */
+  rawHeaders: string[];
+  /** The declared body length, 0 without Content-Length. */
+  contentLength: number;
+  /** The client asked to close the connection after this request. */
+  close: boolean;
+}
+
+/** Adds one request header to a node-style header object. */
+function addRequestHeader(headers: RequestHead['headers'], name: string, value: string): void {
+  const prev = headers[name];
+  if (prev === undefined) {
+    if (name === 'set-cookie') headers['set-cookie'] = [value];
+    else headers[name] = value;
+    return;
+  }
+  if (name === 'set-cookie') (prev as unknown as string[]).push(value);
+  else if (SINGLE_VALUED.has(name)) return;
+  else headers[name] = `${prev}${name === 'cookie' ? '; ' : ', '}${value}`;
+}
+
+/** The Connection header's tokens include `token` (lower case). */
+function connectionHas(value: string | undefined, token: string): boolean {
+  if (value === undefined) return false;
+  for (const part of value.split(',')) if (part.trim().toLowerCase() === token) return true;
+  return false;
+}
+
+/**
+ * Parses the request head in `head` (latin1, without the final CRLF CRLF). Returns undefined when
+ * the request is not one the fast path serves; node's parser then takes the connection.
+ */
+export function parseRequestHead(head: string): RequestHead | undefined {
+  if (BAD_REQUEST_BYTE.test(head)) return undefined;
+  const lines = head.split('\r\n');
+  const requestLine = lines[0] as string;
+  const sp1 = requestLine.indexOf(' ');
+  const sp2 = requestLine.indexOf(' ', sp1 + 1);
+  if (sp1 <= 0 || sp2 === -1 || requestLine.slice(sp2 + 1) !== 'HTTP/1.1') return undefined;
+  const method = requestLine.slice(0, sp1);
+  const target = requestLine.slice(sp1 + 1, sp2);
+  if (!TOKEN.test(method) || method === 'CONNECT' || !ORIGIN_FORM.test(target)) return undefined;
+  const headers: RequestHead['headers'] = {};
+  const rawHeaders: string[] = [];
+  let sawHost = false;
+  let sawLength = false;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(':');
+    if (colon <= 0 || line.includes('\r') || line.includes('\n')) return undefined;
+    const name = line.slice(0, colon);
+    if (!TOKEN.test(name)) return undefined;
+    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+    const lower = name.toLowerCase();
+    switch (lower) {
+      case 'transfer-encoding':
+      case 'upgrade':
+      case 'expect':
+        return undefined;
+      case 'host':
+        if (sawHost) return undefined;
+        sawHost = true;
+        break;
+      case 'content-length':
+        if (sawLength || !DIGITS.test(value)) return undefined;
+        sawLength = true;
+        break;
+    }
+    rawHeaders.push(name, value);
+    addRequestHeader(headers, lower, value);
+  }
+  const length = headers['content-length'];
+  return { method, target, headers, rawHeaders, contentLength: length === undefined ? 0 : Number(length), close: connectionHas(headers['connection'], 'close') };
+}
+
+/** An origin's response head. */
+export interface ResponseHead {
+  status: number;
+  /** Lower-case names; a repeated header becomes an array. */
+  headers: HeaderRecord;
+  /** The body's framing: a length, chunked, or up to the end of the connection. */
+  framing: { kind: 'length'; length: number } | { kind: 'chunked' } | { kind: 'close' };
+  /** The connection may carry another request once this response is over. */
+  reusable: boolean;
+}
+
+/** An origin answer a proxy cannot pass on (the client gets a 502). */
+export class OriginProtocolError extends Error {}
+
+/**
+ * Parses an origin's response head (latin1, without the final CRLF CRLF); throws
+ * OriginProtocolError on a malformed one. `bodyless` (a HEAD request) means no body follows
+ * whatever the head says.
+ */
+export function parseResponseHead(head: string, bodyless: boolean): ResponseHead {
+  const lines = head.split('\r\n');
+  const m = STATUS_LINE.exec(lines[0] as string);
+  if (!m) throw new OriginProtocolError(`bad status line ${JSON.stringify((lines[0] as string).slice(0, 64))}`);
+  const status = Number(m[2]);
+  const headers: HeaderRecord = {};
+  let length: string | undefined;
+  let chunked = false;
+  let encoded = false;
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] as string;
+    const colon = line.indexOf(':');
+    const name = colon > 0 ? line.slice(0, colon) : '';
+    if (!TOKEN.test(name) || /[\0\r\n]/.test(line)) throw new OriginProtocolError('bad header line');
+    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+    const lower = name.toLowerCase();
+    if (lower === 'content-length') {
+      if (!DIGITS.test(value) || (length !== undefined && length !== value)) throw new OriginProtocolError('bad Content-Length');
+      if (length !== undefined) continue;
+      length = value;
+    } else if (lower === 'transfer-encoding') {
+      encoded = true;
+      chunked = value.toLowerCase().split(',').at(-1)?.trim() === 'chunked';
+    }
+    const prev = headers[lower];
+    if (prev === undefined) headers[lower] = value;
+    else if (Array.isArray(prev)) prev.push(value);
+    else headers[lower] = [prev, value];
+  }
+  const keepAlive = m[1] === '1' ? !connectionHas(joined(headers['connection']), 'close') : connectionHas(joined(headers['connection']), 'keep-alive');
+  if (bodyless || status < 200 || status === 204 || status === 304) return { status, headers, framing: { kind: 'length', length: 0 }, reusable: keepAlive };
+  // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and such a connection is not reused.
+  if (encoded) return { status, headers, framing: chunked ? { kind: 'chunked' } : { kind: 'close' }, reusable: chunked && length === undefined && keepAlive };
+  if (length !== undefined) return { status, headers, framing: { kind: 'length', length: Number(length) }, reusable: keepAlive };
+  return { status, headers, framing: { kind: 'close' }, reusable: false };
+}
+
+function joined(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v.join(',') : v;
+}
+
+// The decoder's states.
+const ChunkState = { Size: 0, Data: 1, DataEnd: 2, Trailers: 3, Done: 4 } as const;
+type ChunkState = (typeof ChunkState)[keyof typeof ChunkState];
+
+// A chunk-size line (with extensions) or trailer line longer than this is refused.
+const MAX_CHUNK_LINE = 4096;
+
+/**
+ * Decodes a chunked body as it arrives, passing each piece of data on; trailers are read and
+ * dropped (node's server writes none either). Throws OriginProtocolError on bad framing.
+ */
+export class ChunkedDecoder {
+  private state: ChunkState = ChunkState.Size;
+  private remaining = 0;
+  private line = '';
+
+  private readonly onData: (chunk: Buffer) => void;
+
+  constructor(onData: (chunk: Buffer) => void) {
+    this.onData = onData;
+  }
+
+  /** The terminating chunk and trailers were read. */
+  get done(): boolean {
+    return this.state === ChunkState.Done;
+  }
+
+  /** Feeds bytes; returns how many were part of the body (the rest belongs to the next message). */
+  push(buf: Buffer): number {
+    let i = 0;
+    while (i < buf.length && this.state !== ChunkState.Done) {
+      if (this.state === ChunkState.Data) {
+        const n = Math.min(this.remaining, buf.length - i);
+        this.onData(buf.subarray(i, i + n));
+        i += n;
+        this.remaining -= n;
+        if (this.remaining === 0) this.state = ChunkState.DataEnd;
+        continue;
+      }
+      const nl = buf.indexOf(10, i);
+      const end = nl === -1 ? buf.length : nl + 1;
+      this.line += buf.toString('latin1', i, end);
+      i = end;
+      if (this.line.length > MAX_CHUNK_LINE) throw new OriginProtocolError('chunk line too long');
+      if (nl === -1) break;
+      if (!this.line.endsWith('\r\n')) throw new OriginProtocolError('bare LF in chunked body');
+      const text = this.line.slice(0, -2);
+      this.line = '';
+      this.lineDone(text);
+    }
+    return i;
+  }
+
+  private lineDone(text: string): void {
+    switch (this.state) {
+      case ChunkState.Size: {
+        const semi = text.indexOf(';');
+        const hex = (semi === -1 ? text : text.slice(0, semi)).trim();
+        if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) throw new OriginProtocolError('bad chunk size');
+        this.remaining = parseInt(hex, 16);
+        this.state = this.remaining === 0 ? ChunkState.Trailers : ChunkState.Data;
+        return;
+      }
+      case ChunkState.DataEnd:
+        if (text !== '') throw new OriginProtocolError('chunk data longer than its size');
+        this.state = ChunkState.Size;
+        return;
+      case ChunkState.Trailers:
+        if (text === '') this.state = ChunkState.Done;
+        return;
+      default:
+        return;
+    }
+  }
+}
