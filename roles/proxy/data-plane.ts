@@ -21,7 +21,7 @@ import { normalizeHost } from './host-router.ts';
 import { plainIp } from './ip-match.ts';
 import type { PipelineServices } from './pipeline.ts';
 import type { RequestEvent, RequestEventSink } from './recent-events.ts';
-import type { RequestContext, Scheme } from './request-context.ts';
+import type { ProxyRequest, ProxyResponse, RequestContext, Scheme } from './request-context.ts';
 import { sendRedirect, sendStatus } from './responses.ts';
 import { openTunnel, type Tunnel } from './tunnel.ts';
 import type { Verdict } from './verdict.ts';
@@ -40,7 +40,7 @@ const CLIENT_CLOSED = 499;
 
 export interface DataPlane {
   /** The 'request' listener of the HTTP and HTTPS servers. */
-  handler(scheme: Scheme): (req: IncomingMessage, res: ServerResponse) => void;
+  handler(scheme: Scheme): (req: ProxyRequest, res: ProxyResponse) => void;
   /**
    * The servers' shouldUpgradeCallback: only WebSocket handshakes take the 'upgrade' path; any
    * other Upgrade (h2c, say) is served as a plain request, its Upgrade header dropped as hop-by-hop.
@@ -155,7 +155,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
    * and the client IP. Returns the context when a site takes the request, else undefined (the
    * answer is already on its way).
    */
-  function begin(scheme: Scheme, req: IncomingMessage, res: ServerResponse): RequestContext | undefined {
+  function begin(scheme: Scheme, req: ProxyRequest, res: ProxyResponse): RequestContext | undefined {
     const gen = current();
     active++;
     onInFlight?.(1);
@@ -212,7 +212,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
 
   const forward = (ctx: RequestContext, site: CompiledSite): void => forwardRequest(ctx, site, services.shaper);
 
-  function handle(scheme: Scheme, req: IncomingMessage, res: ServerResponse): void {
+  function handle(scheme: Scheme, req: ProxyRequest, res: ProxyResponse): void {
     const ctx = begin(scheme, req, res);
     if (!ctx) return;
     const site = ctx.site as CompiledSite;

@@ -4,16 +4,18 @@
  * name fails). Addresses are bound once at start; a reload only changes what they serve.
  */
 import { createServer as createHttpServer, type Server } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
+import { createServer as createNetServer, type Server as NetServer } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from 'pino';
 import { parseListen } from '../../src/core/config-checks.ts';
 import type { DataPlane } from './data-plane.ts';
+import { createHttp1Server, type Http1Server } from './http1-server.ts';
 
 export interface Listeners {
   /** Every bound address as `scheme://ip:port`, for logs and tests. */
   readonly addresses: readonly string[];
   /**
-   * The parser's cap on the request line plus headers for new connections; the sites' own
+   * The parser's cap on the request line plus headers for new requests; the sites' own
    * (smaller) caps are checked per request. Runs after each generation swap.
    */
   setMaxHeaderSize(bytes: number): void;
@@ -24,7 +26,7 @@ export interface Listeners {
   close(graceMs: number): Promise<void>;
 }
 
-function listen(server: Server, address: string, reusePort: boolean): Promise<string> {
+function listen(server: NetServer, address: string, reusePort: boolean): Promise<string> {
   const parsed = parseListen(address);
   if (!parsed) return Promise.reject(new Error(`bad listen address ${address}`));
   return new Promise((resolve, reject) => {
@@ -36,6 +38,13 @@ function listen(server: Server, address: string, reusePort: boolean): Promise<st
       resolve(a !== null && typeof a === 'object' ? `${a.family === 'IPv6' ? `[${a.address}]` : a.address}:${a.port}` : address);
     });
   });
+}
+
+/** One bound address: the socket server, the own HTTP/1.1 server, and node's for the rest. */
+interface Listener {
+  socketServer: NetServer;
+  fast: Http1Server;
+  fallback: Server;
 }
 
 /** Binds every listener; runs once at start and rejects when an address cannot be bound. */
@@ -50,46 +59,62 @@ export async function startListeners(opts: {
 }): Promise<Listeners> {
   const reusePort = opts.reusePort ?? false;
   const { plane, logger } = opts;
-  const servers: Server[] = [];
+  const listeners: Listener[] = [];
   const addresses: string[] = [];
+
+  function listener(scheme: 'http' | 'https'): Omit<Listener, 'socketServer'> {
+    // Node's server, not listening: it gets the connections the own server hands over.
+    const fallback = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel }, plane.handler(scheme));
+    fallback.on('upgrade', plane.upgradeHandler(scheme));
+    const fast = createHttp1Server({ onRequest: plane.handler(scheme), fallback, maxHeaderSize: opts.maxHeaderSize });
+    return { fast, fallback };
+  }
+
   try {
     for (const address of opts.http) {
-      const server = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel }, plane.handler('http'));
-      server.on('upgrade', plane.upgradeHandler('http'));
-      servers.push(server);
-      addresses.push(`http://${await listen(server, address, reusePort)}`);
+      const l = listener('http');
+      const socketServer = createNetServer((socket) => l.fast.accept(socket));
+      listeners.push({ ...l, socketServer });
+      addresses.push(`http://${await listen(socketServer, address, reusePort)}`);
     }
     for (const address of opts.https) {
-      const server = createHttpsServer(
-        { maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel, SNICallback: (name, cb) => plane.sniCallback(name, cb), ALPNProtocols: ['http/1.1'], minVersion: 'TLSv1.2' },
-        plane.handler('https'),
-      );
-      server.on('upgrade', plane.upgradeHandler('https'));
+      const l = listener('https');
+      const socketServer = createTlsServer({ SNICallback: (name, cb) => plane.sniCallback(name, cb), ALPNProtocols: ['http/1.1'], minVersion: 'TLSv1.2' }, (socket) => l.fast.accept(socket));
       // A refused SNI name or a non-TLS client: nothing to answer, the handshake is already over.
-      server.on('tlsClientError', (err) => logger.debug({ err: err.message }, 'TLS handshake failed'));
-      servers.push(server);
-      addresses.push(`https://${await listen(server, address, reusePort)}`);
+      socketServer.on('tlsClientError', (err) => logger.debug({ err: err.message }, 'TLS handshake failed'));
+      listeners.push({ ...l, socketServer });
+      addresses.push(`https://${await listen(socketServer, address, reusePort)}`);
     }
   } catch (err) {
-    for (const s of servers) s.close();
+    for (const l of listeners) l.socketServer.close();
     throw err;
   }
 
   return {
     addresses,
     setMaxHeaderSize(bytes) {
-      // Read by node for each new connection's parser.
-      for (const s of servers) (s as Server & { maxHeaderSize: number }).maxHeaderSize = bytes;
+      for (const l of listeners) {
+        l.fast.setMaxHeaderSize(bytes);
+        // Read by node for each new connection's parser.
+        (l.fallback as Server & { maxHeaderSize: number }).maxHeaderSize = bytes;
+      }
     },
     async close(graceMs) {
       plane.drain();
-      const closed = Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
-      for (const s of servers) s.closeIdleConnections();
+      for (const l of listeners) l.fast.drain();
+      const closed = Promise.all(listeners.map((l) => new Promise<void>((resolve) => l.socketServer.close(() => resolve()))));
+      for (const l of listeners) {
+        l.fast.closeIdle();
+        l.fallback.closeIdleConnections();
+      }
       const deadline = Date.now() + graceMs;
       while (plane.inFlight() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
       if (plane.inFlight() > 0) logger.warn({ in_flight: plane.inFlight() }, 'shutdown grace period over: closing the remaining connections');
       plane.closeTunnels();
-      for (const s of servers) s.closeAllConnections();
+      for (const l of listeners) {
+        l.fast.closeAll();
+        l.fallback.closeAllConnections();
+      }
       await closed;
     },
   };

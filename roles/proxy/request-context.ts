@@ -3,6 +3,7 @@
  * is created when a request arrives on a data-plane listener and dropped when its response ends.
  */
 import type { IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { Readable } from 'node:stream';
 import type { CompiledSite } from './compiled-site.ts';
 
 export type Scheme = 'http' | 'https';
@@ -11,10 +12,8 @@ export type Scheme = 'http' | 'https';
  * What the data plane reads of a request: node's IncomingMessage (requests node's parser took)
  * and the own server's FastRequest (http1-server.ts) both have it.
  */
-export type ProxyRequest = Pick<
-  IncomingMessage,
-  'method' | 'url' | 'headers' | 'rawHeaders' | 'httpVersion' | 'httpVersionMajor' | 'httpVersionMinor' | 'socket' | 'complete' | 'on' | 'once' | 'off' | 'pause' | 'resume' | 'iterator' | 'destroy' | 'removeAllListeners'
->;
+export type ProxyRequest = Pick<IncomingMessage, 'method' | 'url' | 'headers' | 'rawHeaders' | 'httpVersion' | 'httpVersionMajor' | 'httpVersionMinor' | 'socket' | 'complete'> &
+  Pick<Readable, 'on' | 'once' | 'off' | 'pause' | 'resume' | 'iterator' | 'destroy' | 'removeAllListeners'>;
 
 /** What the data plane does with a response: node's ServerResponse and the own server's FastResponse. */
 export interface ProxyResponse {

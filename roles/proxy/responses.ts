@@ -3,17 +3,13 @@
  * HSTS on HTTPS for sites that set it, and a bounded drain of a request body left unread.
  */
 import { STATUS_CODES } from 'node:http';
+import { FastRequest, LINGER_MS } from './http1-server.ts';
 import type { RequestContext, ProxyRequest } from './request-context.ts';
 
 export interface SendOptions {
   headers?: Readonly<Record<string, string>>;
 }
 
-/**
- * How long an unread request body may keep arriving after the answer: read and dropped until
- * then, so the client gets to read the answer instead of a reset, then the connection is closed.
- */
-export const LINGER_MS = 5_000;
 
 function hasBody(req: ProxyRequest): boolean {
   const declared = req.headers['content-length'];
@@ -28,7 +24,8 @@ function hasBody(req: ProxyRequest): boolean {
  */
 function dropUnreadBody(ctx: RequestContext): void {
   const { req, res } = ctx;
-  if (req.complete || !hasBody(req)) return;
+  // The own server lingers by itself (http1-server.ts).
+  if (req.complete || !hasBody(req) || req instanceof FastRequest) return;
   const socket = req.socket;
   const destroySoon = socket.destroySoon;
   let closing = false;

@@ -1,0 +1,492 @@
+/**
+ * The data plane's own HTTP/1.1 server on `net`/`tls` sockets (docs/decisions.md "Reverse proxy:
+ * own HTTP/1.1 data plane"). It serves the plain requests that are nearly all traffic (HTTP/1.1,
+ * origin-form target, no Transfer-Encoding, Upgrade or Expect; http1-parse.ts says exactly
+ * which) with one listener set per connection, a request object without node's parser and a
+ * response whose head and small body leave in one write. Any other request hands its connection,
+ * with the bytes already read, to node's http server (the `fallback`), which serves that
+ * connection from then on with llhttp's full strictness: malformed requests get node's answers
+ * (400, 431), chunked uploads, 100-continue and WebSocket upgrades node's handling.
+ *
+ * Keep-alive, pipelining (requests are answered in order, one at a time), node's timeouts
+ * (a head within 60 s, 5 s of idle keep-alive) and lingering close after an unread body are kept.
+ */
+import { EventEmitter } from 'node:events';
+import { STATUS_CODES, type OutgoingHttpHeaders, type Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { Readable } from 'node:stream';
+import { parseRequestHead, type RequestHead } from './http1-parse.ts';
+
+/**
+ * How long an unread request body may keep arriving after the answer: read and dropped until
+ * then, so the client gets to read the answer instead of a reset, then the connection is closed.
+ */
+export const LINGER_MS = 5_000;
+// node's defaults: a request head must arrive within this long, idle keep-alive ends after 5 s.
+const HEADERS_TIMEOUT_MS = 60_000;
+const KEEP_ALIVE_MS = 5_000;
+// A request body that stops arriving for this long closes the connection.
+const BODY_IDLE_MS = 60_000;
+// Pipelined bytes buffered while a response is under way before reading pauses.
+const PIPELINE_BUFFER = 64 * 1024;
+// A body up to this size leaves in the same write as the response head.
+const COALESCE_BYTES = 16 * 1024;
+
+const State = { Head: 0, Body: 1, Responding: 2, Discarding: 3, Closed: 4, Handed: 5 } as const;
+type State = (typeof State)[keyof typeof State];
+
+let dateSecond = 0;
+let dateLine = '';
+/** `date: ...\r\n` for now, made once a second. */
+function currentDateLine(): string {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== dateSecond) {
+    dateSecond = second;
+    dateLine = `date: ${new Date(now).toUTCString()}\r\n`;
+  }
+  return dateLine;
+}
+
+/** A request the own server parsed: what the data plane reads of node's IncomingMessage. */
+export class FastRequest extends Readable {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: RequestHead['headers'];
+  readonly rawHeaders: string[];
+  readonly httpVersion = '1.1';
+  readonly httpVersionMajor = 1;
+  readonly httpVersionMinor = 1;
+  readonly socket: Socket;
+  /** The whole body has arrived. */
+  complete: boolean;
+  /** Body bytes still to come from the client. */
+  remaining: number;
+  private readonly conn: Http1Connection;
+
+  constructor(conn: Http1Connection, head: RequestHead) {
+    super();
+    this.conn = conn;
+    this.socket = conn.socket;
+    this.method = head.method;
+    this.url = head.target;
+    this.headers = head.headers;
+    this.rawHeaders = head.rawHeaders;
+    this.remaining = head.contentLength;
+    this.complete = head.contentLength === 0;
+  }
+
+  override _read(): void {
+    if (this.complete && this.remaining === 0 && !this.readableEnded) this.push(null);
+    else this.conn.bodyWanted();
+  }
+
+  override _destroy(err: Error | null, cb: (err: Error | null) => void): void {
+    // A request given up before its body arrived takes its connection with it (as node's does).
+    if (!this.complete) this.socket.destroy();
+    cb(err);
+  }
+}
+
+/** The response to a FastRequest: what the data plane does with node's ServerResponse. */
+export class FastResponse extends EventEmitter {
+  statusCode = 200;
+  headersSent = false;
+  destroyed = false;
+  writableFinished = false;
+  /** The connection closes once this response is over. */
+  closeAfter: boolean;
+  private head: string | null = null;
+  private chunked = false;
+  private readonly bodyless: boolean;
+  private extra: Record<string, string> | undefined;
+  private waitingDrain = false;
+  private readonly conn: Http1Connection;
+  private readonly onDrain = (): void => {
+    this.waitingDrain = false;
+    this.emit('drain');
+  };
+
+  constructor(conn: Http1Connection, method: string, close: boolean) {
+    super();
+    this.conn = conn;
+    this.bodyless = method === 'HEAD';
+    this.closeAfter = close;
+  }
+
+  setHeader(name: string, value: string): this {
+    const lower = name.toLowerCase();
+    if (lower === 'connection' && value.toLowerCase() === 'close') this.closeAfter = true;
+    else (this.extra ??= {})[lower] = value;
+    return this;
+  }
+
+  writeHead(status: number, headers: OutgoingHttpHeaders): this {
+    if (this.headersSent) return this;
+    this.statusCode = status;
+    this.headersSent = true;
+    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    let length = false;
+    let date = false;
+    const all = this.extra ? { ...this.extra, ...headers } : headers;
+    for (const name in all) {
+      const value = all[name];
+      if (value === undefined) continue;
+      if (name === 'content-length') length = true;
+      else if (name === 'date') date = true;
+      if (Array.isArray(value)) for (const v of value) head += `${name}: ${v}\r\n`;
+      else head += `${name}: ${value}\r\n`;
+    }
+    if (!date) head += currentDateLine();
+    const noBody = this.bodyless || status === 204 || status === 304 || status < 200;
+    if (!length && !noBody) {
+      this.chunked = true;
+      head += 'transfer-encoding: chunked\r\n';
+    }
+    if (this.closeAfter || this.conn.draining) {
+      this.closeAfter = true;
+      head += 'connection: close\r\n';
+    }
+    this.head = `${head}\r\n`;
+    return this;
+  }
+
+  /** Writes body bytes (with the head still pending, in the same write). */
+  write(chunk: Buffer): boolean {
+    if (this.destroyed || this.writableFinished) return false;
+    const socket = this.conn.socket;
+    if (this.bodyless || chunk.length === 0) return this.flushHead();
+    let ok: boolean;
+    const frame = this.chunked ? `${chunk.length.toString(16)}\r\n` : '';
+    const head = this.head;
+    if (head !== null && chunk.length <= COALESCE_BYTES) {
+      this.head = null;
+      const prefix = head + frame;
+      const prefixLen = Buffer.byteLength(prefix, 'latin1');
+      const out = Buffer.allocUnsafe(prefixLen + chunk.length + (this.chunked ? 2 : 0));
+      out.write(prefix, 0, 'latin1');
+      chunk.copy(out, prefixLen);
+      if (this.chunked) out.write('\r\n', prefixLen + chunk.length, 'latin1');
+      ok = socket.write(out);
+    } else {
+      socket.cork();
+      if (head !== null) {
+        this.head = null;
+        socket.write(head, 'latin1');
+      }
+      if (this.chunked) socket.write(frame, 'latin1');
+      ok = socket.write(chunk);
+      if (this.chunked) ok = socket.write('\r\n', 'latin1');
+      socket.uncork();
+    }
+    if (!ok && !this.waitingDrain) {
+      this.waitingDrain = true;
+      socket.once('drain', this.onDrain);
+    }
+    return ok;
+  }
+
+  private flushHead(): boolean {
+    if (this.head === null) return true;
+    const head = this.head;
+    this.head = null;
+    return this.conn.socket.write(head, 'latin1');
+  }
+
+  /** Ends the response (writing the head first if nothing was written). */
+  end(chunk?: string): this {
+    if (this.destroyed || this.writableFinished) return this;
+    if (!this.headersSent) this.writeHead(this.statusCode, {});
+    if (chunk !== undefined && chunk.length > 0) this.write(Buffer.from(chunk));
+    if (this.chunked && !this.bodyless) {
+      const head = this.head ?? '';
+      this.head = null;
+      this.conn.socket.write(`${head}0\r\n\r\n`, 'latin1');
+    } else this.flushHead();
+    this.writableFinished = true;
+    this.emit('finish');
+    this.conn.responseDone();
+    return this;
+  }
+
+  destroy(): this {
+    if (this.destroyed) return this;
+    this.destroyed = true;
+    this.conn.socket.destroy();
+    return this;
+  }
+
+  /** The response is over (finished, or its connection closed): 'close' as node's emits it. */
+  closed(): void {
+    this.destroyed = true;
+    this.emit('close');
+  }
+}
+
+/** One client connection served by the own server. */
+class Http1Connection {
+  readonly socket: Socket;
+  private readonly server: Http1ServerImpl;
+  private state: State = State.Head;
+  private buf: Buffer | null = null;
+  private req: FastRequest | null = null;
+  private res: FastResponse | null = null;
+  private pumping = false;
+  private lingerTimer: NodeJS.Timeout | undefined;
+
+  constructor(server: Http1ServerImpl, socket: Socket) {
+    this.server = server;
+    this.socket = socket;
+    socket.setNoDelay(true);
+    socket.setTimeout(HEADERS_TIMEOUT_MS);
+    socket.on('data', this.onData);
+    socket.on('timeout', this.onTimeout);
+    socket.on('error', this.onError);
+    socket.on('close', this.onClose);
+  }
+
+  get draining(): boolean {
+    return this.server.draining;
+  }
+
+  /** Waiting for a request with nothing buffered: a shutdown may close it. */
+  get idle(): boolean {
+    return this.state === State.Head && this.buf === null;
+  }
+
+  private readonly onData = (chunk: Buffer): void => {
+    switch (this.state) {
+      case State.Head:
+        this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
+        this.pump();
+        return;
+      case State.Body:
+        this.feedBody(chunk);
+        return;
+      case State.Responding:
+        this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
+        if (this.buf.length > PIPELINE_BUFFER) this.socket.pause();
+        return;
+      case State.Discarding:
+        this.discard(chunk);
+        return;
+      default:
+        return;
+    }
+  };
+
+  private readonly onTimeout = (): void => {
+    this.socket.destroy();
+  };
+
+  private readonly onError = (): void => undefined;
+
+  private readonly onClose = (): void => {
+    if (this.state === State.Handed) return;
+    this.state = State.Closed;
+    clearTimeout(this.lingerTimer);
+    this.server.connections.delete(this);
+    const req = this.req;
+    const res = this.res;
+    this.req = null;
+    this.res = null;
+    if (req && !req.complete) req.destroy();
+    if (res && !res.writableFinished) res.closed();
+  };
+
+  /** Parses and dispatches buffered requests while each is answered at once. */
+  private pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    while (this.state === State.Head && this.buf !== null) {
+      if (!this.dispatchOne()) break;
+    }
+    this.pumping = false;
+  }
+
+  /** Starts the request at the head of the buffer; false when its head is not all here yet. */
+  private dispatchOne(): boolean {
+    const buf = this.buf as Buffer;
+    const max = this.server.maxHeaderSize;
+    const end = buf.indexOf('\r\n\r\n', 0, 'latin1');
+    if (end === -1) {
+      if (buf.length > max) this.handOff();
+      else this.socket.setTimeout(HEADERS_TIMEOUT_MS);
+      return false;
+    }
+    const head = end + 4 <= max ? parseRequestHead(buf.toString('latin1', 0, end)) : undefined;
+    if (!head) {
+      this.handOff();
+      return false;
+    }
+    const rest = end + 4 === buf.length ? null : buf.subarray(end + 4);
+    const req = new FastRequest(this, head);
+    const res = new FastResponse(this, head.method, head.close);
+    this.req = req;
+    this.res = res;
+    this.buf = null;
+    if (req.complete) {
+      this.state = State.Responding;
+      this.buf = rest;
+      this.socket.setTimeout(0);
+    } else {
+      this.state = State.Body;
+      this.socket.setTimeout(BODY_IDLE_MS);
+      if (rest) this.feedBody(rest);
+    }
+    this.server.onRequest(req, res);
+    return true;
+  }
+
+  /** Body bytes of the current request; what follows it is the next request's. */
+  private feedBody(chunk: Buffer): void {
+    const req = this.req as FastRequest;
+    const n = Math.min(req.remaining, chunk.length);
+    req.remaining -= n;
+    const more = req.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+    if (n < chunk.length) this.buf = chunk.subarray(n);
+    if (req.remaining === 0) {
+      req.complete = true;
+      req.push(null);
+      if (this.state === State.Body) {
+        this.state = State.Responding;
+        this.socket.setTimeout(0);
+      }
+    } else if (!more) this.socket.pause();
+  }
+
+  /** The request's reader wants more of its body. */
+  bodyWanted(): void {
+    if (this.state === State.Body) this.socket.resume();
+  }
+
+  /** Drops the rest of a body nobody read after its response, then serves the next request. */
+  private discard(chunk: Buffer): void {
+    const req = this.req as FastRequest;
+    const n = Math.min(req.remaining, chunk.length);
+    req.remaining -= n;
+    if (req.remaining > 0) return;
+    req.complete = true;
+    clearTimeout(this.lingerTimer);
+    this.next(n < chunk.length ? chunk.subarray(n) : null);
+  }
+
+  /** The current response ended (FastResponse.end). */
+  responseDone(): void {
+    const req = this.req as FastRequest;
+    const res = this.res as FastResponse;
+    res.closed();
+    if (this.state === State.Closed) return;
+    const unread = !req.complete;
+    if (res.closeAfter) {
+      // Lingering close: the client reads the answer instead of a reset while it still sends.
+      this.state = State.Discarding;
+      req.remaining = Infinity;
+      this.socket.end();
+      this.linger();
+      return;
+    }
+    if (unread) {
+      this.state = State.Discarding;
+      this.linger();
+      return;
+    }
+    this.next(this.buf);
+  }
+
+  private linger(): void {
+    this.socket.setTimeout(0);
+    this.lingerTimer = setTimeout(() => this.socket.destroy(), LINGER_MS);
+    this.lingerTimer.unref();
+    this.socket.resume();
+  }
+
+  /** Back to waiting for a request, starting with `buffered` bytes. */
+  private next(buffered: Buffer | null): void {
+    this.req = null;
+    this.res = null;
+    this.state = State.Head;
+    this.buf = buffered;
+    if (this.socket.isPaused()) this.socket.resume();
+    if (buffered === null) this.socket.setTimeout(KEEP_ALIVE_MS);
+    else this.pump();
+  }
+
+  /** Node's server takes the connection, with the bytes read so far. */
+  private handOff(): void {
+    this.state = State.Handed;
+    const socket = this.socket;
+    socket.off('data', this.onData);
+    socket.off('timeout', this.onTimeout);
+    socket.off('error', this.onError);
+    socket.off('close', this.onClose);
+    socket.setTimeout(0);
+    this.server.connections.delete(this);
+    socket.pause();
+    if (this.buf) socket.unshift(this.buf);
+    this.buf = null;
+    this.server.fallback.emit('connection', socket);
+    socket.resume();
+  }
+
+  /** Shutdown. */
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+export interface Http1Server {
+  /** Serves a new client connection (TCP, or TLS once its handshake is done). */
+  accept(socket: Socket): void;
+  /** The cap on a request head for new requests (node's maxHeaderSize); runs after each reload. */
+  setMaxHeaderSize(bytes: number): void;
+  /** From now on every response closes its connection (shutdown). */
+  drain(): void;
+  /** Closes connections waiting for a request. */
+  closeIdle(): void;
+  /** Closes every connection. */
+  closeAll(): void;
+}
+
+class Http1ServerImpl implements Http1Server {
+  readonly connections = new Set<Http1Connection>();
+  maxHeaderSize: number;
+  draining = false;
+  readonly onRequest: (req: FastRequest, res: FastResponse) => void;
+  readonly fallback: Server;
+
+  constructor(opts: { onRequest: (req: FastRequest, res: FastResponse) => void; fallback: Server; maxHeaderSize: number }) {
+    this.onRequest = opts.onRequest;
+    this.fallback = opts.fallback;
+    this.maxHeaderSize = opts.maxHeaderSize;
+  }
+
+  accept(socket: Socket): void {
+    this.connections.add(new Http1Connection(this, socket));
+  }
+
+  setMaxHeaderSize(bytes: number): void {
+    this.maxHeaderSize = bytes;
+  }
+
+  drain(): void {
+    this.draining = true;
+  }
+
+  closeIdle(): void {
+    for (const c of this.connections) if (c.idle) c.close();
+  }
+
+  closeAll(): void {
+    for (const c of this.connections) c.close();
+  }
+}
+
+/**
+ * Creates the server for one listener; runs once per listener at start. `onRequest` is the data
+ * plane's request handler; `fallback` is node's server (not listening) that takes connections
+ * with requests outside the fast path.
+ */
+export function createHttp1Server(opts: { onRequest: (req: FastRequest, res: FastResponse) => void; fallback: Server; maxHeaderSize: number }): Http1Server {
+  return new Http1ServerImpl(opts);
+}
