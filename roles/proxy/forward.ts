@@ -1,14 +1,13 @@
 /**
  * The forward phase: the request goes to the site's origin over the origin pool's own HTTP/1.1
  * client (origin-client.ts), bodies stream both ways with backpressure, and hop-by-hop headers
- * are handled on both sides. A body without a Content-Length is cut once it passes
+ * are handled on both sides (the origin client consumes the response's). A body without a Content-Length is cut once it passes
  * max_body_bytes (413). Origin failures answer 502 and connection failures start the origin's
  * backoff, during which requests fail fast. Response bodies are shaped by the site's send-rate
  * caps: the origin stream pauses while a bucket is in debt.
  */
 import type { BodyPrefix } from './body-inspect.ts';
 import type { CompiledSite } from './compiled-site.ts';
-import { stripResponseHopHeaders } from './hop-headers.ts';
 import { plainIp } from './ip-match.ts';
 import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginHandler } from './origin-client.ts';
 import type { ProxyEndpoints } from './proxy-protocol.ts';
@@ -90,9 +89,12 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
     },
     onResponse(status, out) {
       origin.recordSuccess();
-      stripResponseHopHeaders(out);
-      if (hsts !== undefined) out['strict-transport-security'] = hsts;
-      res.writeHead(status, out as Record<string, string | string[]>);
+      if (hsts !== undefined) {
+        // The site's HSTS policy replaces the origin's.
+        for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'strict-transport-security') out.splice(i, 2);
+        out.push('strict-transport-security', hsts);
+      }
+      res.writeHead(status, out);
     },
     onData(chunk) {
       ctx.bytesOut += chunk.length;

@@ -7,9 +7,30 @@
  * its full strictness and error answers. The response parser is for origins: it accepts what
  * origins send and refuses (throws) what a proxy must not pass on.
  */
+import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
 
-/** RFC 9110 token characters (header names, methods). */
-const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** RFC 9110 token characters (header names, methods), by character code. */
+const TOKEN_CHARS = new Uint8Array(128);
+for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN_CHARS[c.charCodeAt(0)] = 1;
+
+/** `s.slice(start, end)` is a non-empty token. */
+function isToken(s: string, start: number, end: number): boolean {
+  if (end <= start) return false;
+  for (let i = start; i < end; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 128 || TOKEN_CHARS[c] === 0) return false;
+  }
+  return true;
+}
+
+/** The header value after the colon at `colon`, without the optional whitespace around it. */
+function headerValue(line: string, colon: number): string {
+  let start = colon + 1;
+  let end = line.length;
+  while (start < end && (line.charCodeAt(start) === 32 || line.charCodeAt(start) === 9)) start++;
+  while (end > start && (line.charCodeAt(end - 1) === 32 || line.charCodeAt(end - 1) === 9)) end--;
+  return line.slice(start, end);
+}
 // Bytes a request head may hold besides CR LF: HTAB, visible ASCII, space, obs-text (as latin1).
 const BAD_REQUEST_BYTE = /[^\t\r\n\x20-\x7e\x80-\xff]/;
 // Request targets in origin form: visible ASCII only (llhttp's strict set).
@@ -38,8 +59,6 @@ const SINGLE_VALUED: ReadonlySet<string> = new Set([
   'server',
   'user-agent',
 ]);
-
-export type HeaderRecord = Record<string, string | string[] | undefined>;
 
 /** A request head the fast path serves. */
 export interface RequestHead {
@@ -88,7 +107,7 @@ export function parseRequestHead(head: string): RequestHead | undefined {
   if (sp1 <= 0 || sp2 === -1 || requestLine.slice(sp2 + 1) !== 'HTTP/1.1') return undefined;
   const method = requestLine.slice(0, sp1);
   const target = requestLine.slice(sp1 + 1, sp2);
-  if (!TOKEN.test(method) || method === 'CONNECT' || !ORIGIN_FORM.test(target)) return undefined;
+  if (!isToken(method, 0, method.length) || method === 'CONNECT' || !ORIGIN_FORM.test(target)) return undefined;
   const headers: RequestHead['headers'] = {};
   const rawHeaders: string[] = [];
   let sawHost = false;
@@ -96,10 +115,9 @@ export function parseRequestHead(head: string): RequestHead | undefined {
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i] as string;
     const colon = line.indexOf(':');
-    if (colon <= 0 || line.includes('\r') || line.includes('\n')) return undefined;
+    if (!isToken(line, 0, colon) || line.includes('\r') || line.includes('\n')) return undefined;
     const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) return undefined;
-    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
+    const value = headerValue(line, colon);
     const lower = name.toLowerCase();
     switch (lower) {
       case 'transfer-encoding':
@@ -125,8 +143,11 @@ export function parseRequestHead(head: string): RequestHead | undefined {
 /** An origin's response head. */
 export interface ResponseHead {
   status: number;
-  /** Lower-case names; a repeated header becomes an array. */
-  headers: HeaderRecord;
+  /**
+   * End-to-end headers as `[name, value, ...]`, names in lower case. Hop-by-hop headers and
+   * those the Connection header lists describe the origin connection and are consumed here.
+   */
+  headers: string[];
   /** The body's framing: a length, chunked, or up to the end of the connection. */
   framing: { kind: 'length'; length: number } | { kind: 'chunked' } | { kind: 'close' };
   /** The connection may carry another request once this response is over. */
@@ -139,47 +160,54 @@ export class OriginProtocolError extends Error {}
 /**
  * Parses an origin's response head (latin1, without the final CRLF CRLF); throws
  * OriginProtocolError on a malformed one. `bodyless` (a HEAD request) means no body follows
- * whatever the head says.
+ * whatever the head says. Runs once per forwarded response.
  */
 export function parseResponseHead(head: string, bodyless: boolean): ResponseHead {
-  const lines = head.split('\r\n');
-  const m = STATUS_LINE.exec(lines[0] as string);
-  if (!m) throw new OriginProtocolError(`bad status line ${JSON.stringify((lines[0] as string).slice(0, 64))}`);
+  if (head.includes('\0')) throw new OriginProtocolError('NUL in response head');
+  let eol = head.indexOf('\r\n');
+  if (eol === -1) eol = head.length;
+  const m = STATUS_LINE.exec(head.slice(0, eol));
+  if (!m) throw new OriginProtocolError(`bad status line ${JSON.stringify(head.slice(0, Math.min(eol, 64)))}`);
   const status = Number(m[2]);
-  const headers: HeaderRecord = {};
+  const headers: string[] = [];
   let length: string | undefined;
   let chunked = false;
   let encoded = false;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i] as string;
-    const colon = line.indexOf(':');
-    const name = colon > 0 ? line.slice(0, colon) : '';
-    if (!TOKEN.test(name) || /[\0\r\n]/.test(line)) throw new OriginProtocolError('bad header line');
-    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
-    const lower = name.toLowerCase();
+  let connection: string | undefined;
+  for (let start = eol + 2; start < head.length; start = eol + 2) {
+    eol = head.indexOf('\r\n', start);
+    if (eol === -1) eol = head.length;
+    const colon = head.indexOf(':', start);
+    if (colon === -1 || colon > eol || !isToken(head, start, colon)) throw new OriginProtocolError('bad header line');
+    const line = head.slice(start, eol);
+    if (line.includes('\r') || line.includes('\n')) throw new OriginProtocolError('bare CR or LF in a header line');
+    const value = headerValue(line, colon - start);
+    const lower = line.slice(0, colon - start).toLowerCase();
     if (lower === 'content-length') {
       if (!DIGITS.test(value) || (length !== undefined && length !== value)) throw new OriginProtocolError('bad Content-Length');
-      if (length !== undefined) continue;
+      // Added back below when it describes the body.
       length = value;
-    } else if (lower === 'transfer-encoding') {
-      encoded = true;
-      chunked = value.toLowerCase().split(',').at(-1)?.trim() === 'chunked';
+      continue;
     }
-    const prev = headers[lower];
-    if (prev === undefined) headers[lower] = value;
-    else if (Array.isArray(prev)) prev.push(value);
-    else headers[lower] = [prev, value];
+    if (HOP_BY_HOP.has(lower)) {
+      if (lower === 'transfer-encoding') {
+        encoded = true;
+        chunked = value.toLowerCase().split(',').at(-1)?.trim() === 'chunked';
+      } else if (lower === 'connection') connection = connection === undefined ? value : `${connection},${value}`;
+      continue;
+    }
+    headers.push(lower, value);
   }
-  const keepAlive = m[1] === '1' ? !connectionHas(joined(headers['connection']), 'close') : connectionHas(joined(headers['connection']), 'keep-alive');
+  const listed = connectionListed(connection);
+  if (listed) for (let i = headers.length - 2; i >= 0; i -= 2) if (listed.has(headers[i] as string)) headers.splice(i, 2);
+  const keepAlive = m[1] === '1' ? !connectionHas(connection, 'close') : connectionHas(connection, 'keep-alive');
+  // A HEAD answer's or a 304's length describes the body the client did not ask for: it is kept.
+  if (length !== undefined && !encoded) headers.push('content-length', length);
   if (bodyless || status < 200 || status === 204 || status === 304) return { status, headers, framing: { kind: 'length', length: 0 }, reusable: keepAlive };
   // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and such a connection is not reused.
   if (encoded) return { status, headers, framing: chunked ? { kind: 'chunked' } : { kind: 'close' }, reusable: chunked && length === undefined && keepAlive };
   if (length !== undefined) return { status, headers, framing: { kind: 'length', length: Number(length) }, reusable: keepAlive };
   return { status, headers, framing: { kind: 'close' }, reusable: false };
-}
-
-function joined(v: string | string[] | undefined): string | undefined {
-  return Array.isArray(v) ? v.join(',') : v;
 }
 
 // The decoder's states.

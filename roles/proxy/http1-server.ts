@@ -121,22 +121,30 @@ export class FastResponse extends EventEmitter {
     return this;
   }
 
-  writeHead(status: number, headers: OutgoingHttpHeaders): this {
+  /** Prepares the head (written with the first body bytes); `headers` as an object or `[name, value, ...]`. */
+  writeHead(status: number, headers: OutgoingHttpHeaders | string[]): this {
     if (this.headersSent) return this;
     this.statusCode = status;
     this.headersSent = true;
     let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
     let length = false;
     let date = false;
-    const all = this.extra ? { ...this.extra, ...headers } : headers;
-    for (const name in all) {
-      const value = all[name];
-      if (value === undefined) continue;
+    const line = (name: string, value: string | number): void => {
       if (name === 'content-length') length = true;
       else if (name === 'date') date = true;
-      if (Array.isArray(value)) for (const v of value) head += `${name}: ${v}\r\n`;
-      else head += `${name}: ${value}\r\n`;
+      head += `${name}: ${value}\r\n`;
+    };
+    if (Array.isArray(headers)) {
+      for (let i = 0; i < headers.length; i += 2) line(headers[i] as string, headers[i + 1] as string);
+    } else {
+      for (const name in headers) {
+        const value = headers[name];
+        if (value === undefined) continue;
+        if (Array.isArray(value)) for (const v of value) line(name, v);
+        else line(name, value);
+      }
     }
+    if (this.extra) for (const name in this.extra) if (!head.includes(`\r\n${name}: `)) line(name, this.extra[name] as string);
     if (!date) head += currentDateLine();
     const noBody = this.bodyless || status === 204 || status === 304 || status < 200;
     if (!length && !noBody) {

@@ -12,7 +12,7 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
-import { ChunkedDecoder, parseResponseHead, type HeaderRecord, type ResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, parseResponseHead, type ResponseHead } from './http1-parse.ts';
 
 /** Error codes of this client besides the socket's own (ECONNREFUSED, ECONNRESET, ...). */
 export const ORIGIN_ERRORS = {
@@ -72,8 +72,8 @@ export interface OriginBody {
 }
 
 export interface OriginHandler {
-  /** The final response head (1xx answers are skipped). */
-  onResponse(status: number, headers: HeaderRecord): void;
+  /** The final response head (1xx answers are skipped); `headers` as `[name, value, ...]`. */
+  onResponse(status: number, headers: string[]): void;
   /** A piece of the response body; false pauses the origin until the exchange is resumed. */
   onData(chunk: Buffer): boolean;
   onEnd(): void;

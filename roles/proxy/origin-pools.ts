@@ -99,6 +99,8 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
       return existing;
     }
     const backoffKey = `o\0${s.url}`;
+    // The origin had a failure count at the last look (any worker's).
+    let failing = false;
     const shared = s.proxy_protocol === 'off' ? new OriginPool(targetOf(s)) : undefined;
     const perClient = new Map<string, { pool: OriginPool; lastUsed: number }>();
     const origin: Origin = {
@@ -123,9 +125,11 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         const at = backoffOf(backoffKey, false);
         const until = at === -1 ? 0 : (table.values[at + 2] as number);
         table.unlock();
+        failing = at !== -1;
         return until;
       },
       recordFailure(now) {
+        failing = true;
         table.lock();
         const at = backoffOf(backoffKey, true);
         if (at !== -1) {
@@ -138,6 +142,10 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         table.unlock();
       },
       recordSuccess() {
+        // Nothing to clear unless the last look found a failure count (or this worker made one):
+        // the common case costs no lock.
+        if (!failing) return;
+        failing = false;
         table.lock();
         const at = backoffOf(backoffKey, false);
         if (at !== -1) table.remove(at);

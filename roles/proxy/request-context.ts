@@ -22,7 +22,8 @@ export interface ProxyResponse {
   readonly destroyed: boolean;
   readonly writableFinished: boolean;
   setHeader(name: string, value: string): unknown;
-  writeHead(status: number, headers: OutgoingHttpHeaders): unknown;
+  /** `headers` as an object, or as `[name, value, ...]` (names in lower case). */
+  writeHead(status: number, headers: OutgoingHttpHeaders | string[]): unknown;
   /** False: wait for 'drain' before writing more. */
   write(chunk: Buffer): boolean;
   end(chunk?: string): unknown;

@@ -32,7 +32,7 @@ import { createMitigation, type MitigationEvent } from './mitigation.ts';
 import { startWorkers, workerCount } from './proxy-workers.ts';
 import type { RequestEvent } from './recent-events.ts';
 import { SharedTable } from './shared-table.ts';
-import { encodeSites, type ConfigSnapshot, type FromWorker } from './worker-protocol.ts';
+import { encodeSites, unpackEvents, type ConfigSnapshot, type FromWorker } from './worker-protocol.ts';
 import { createRecentEvents } from './recent-events.ts';
 import { createTelemetry } from './telemetry.ts';
 
@@ -197,7 +197,7 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   const fromWorker = (index: number, m: FromWorker): void => {
     switch (m.type) {
       case 'events':
-        for (const e of m.events) {
+        for (const e of unpackEvents(m.events)) {
           if (e.ref !== undefined) {
             tunnels.set(`${index}:${e.ref}`, e);
             delete e.ref;

@@ -24,7 +24,7 @@ import { createRateCounters } from './rate-limit.ts';
 import { createRateShaper } from './rate-shaper.ts';
 import type { RequestEvent } from './recent-events.ts';
 import { SharedTable } from './shared-table.ts';
-import { decodeSites, type ConfigSnapshot, type FromWorker, type ToWorker, type WorkerData, type WorkerRequestEvent } from './worker-protocol.ts';
+import { decodeSites, type ConfigSnapshot, type FromWorker, type ToWorker, type WorkerData, EVENT_FIELDS, packEvent, type PackedEvents } from './worker-protocol.ts';
 
 // Request events leave in batches of at most this many, or this long after the first one, so
 // messages stay few under load; the admin API's sync flushes them at once.
@@ -60,7 +60,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   };
   let generation = build(data.snapshot, undefined);
 
-  let batch: WorkerRequestEvent[] = [];
+  let batch: PackedEvents = [];
   let pending: NodeJS.Timeout | undefined;
   const flush = (): void => {
     if (pending) clearTimeout(pending);
@@ -75,11 +75,10 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   const plane = createDataPlane({
     current: () => generation,
     onEvent(e) {
-      if (e.status === 101) {
-        refs.set(e, ++nextRef);
-        batch.push({ ...e, ref: nextRef });
-      } else batch.push(e);
-      if (batch.length >= BATCH_MAX) flush();
+      let ref = 0;
+      if (e.status === 101) refs.set(e, (ref = ++nextRef));
+      packEvent(batch, e, ref);
+      if (batch.length >= BATCH_MAX * EVENT_FIELDS) flush();
       else pending ??= setTimeout(flush, BATCH_MS);
     },
     onTunnelClosed(site, up, down, event) {

@@ -1,0 +1,76 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { ChunkedDecoder, OriginProtocolError, parseRequestHead, parseResponseHead } from './http1-parse.ts';
+
+test('plain requests parse into node-shaped headers: repeats joined as node joins them, the first Host and type kept', () => {
+  const head = parseRequestHead('POST /a?b=1 HTTP/1.1\r\nHost: x.test\r\nAccept: a\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\nContent-Type: t1\r\nContent-Type: t2\r\nContent-Length: 3\r\nConnection: close');
+  assert.ok(head);
+  assert.equal(head.method, 'POST');
+  assert.equal(head.target, '/a?b=1');
+  assert.equal(head.headers['accept'], 'a, b');
+  assert.equal(head.headers['cookie'], 'c=1; d=2');
+  assert.equal(head.headers['content-type'], 't1');
+  assert.equal(head.contentLength, 3);
+  assert.equal(head.close, true);
+  assert.deepEqual(head.rawHeaders.slice(0, 4), ['Host', 'x.test', 'Accept', 'a']);
+  assert.equal(parseRequestHead('GET / HTTP/1.1\r\nHost:   spaced \t')?.headers['host'], 'spaced');
+});
+
+test("anything outside the plain subset is left to node's parser", () => {
+  const refused = [
+    'GET / HTTP/1.0\r\nHost: x',
+    'GET http://x/ HTTP/1.1\r\nHost: x',
+    'CONNECT x:443 HTTP/1.1\r\nHost: x',
+    'GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked',
+    'GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket',
+    'POST / HTTP/1.1\r\nHost: x\r\nExpect: 100-continue',
+    'GET / HTTP/1.1\r\nHost: x\r\nHost: y',
+    'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1',
+    'POST / HTTP/1.1\r\nHost: x\r\nContent-Length: +1',
+    'GET / HTTP/1.1\r\nHost: x\r\n folded',
+    'GET / HTTP/1.1\r\nHost: x\nX-Bare: lf',
+    'GET / HTTP/1.1\r\nHo st: x',
+    'GET / HTTP/1.1\r\nHost: x\r\nX: a\x01b',
+    'GET /a b HTTP/1.1\r\nHost: x',
+    'G(T / HTTP/1.1\r\nHost: x',
+  ];
+  for (const head of refused) assert.equal(parseRequestHead(head), undefined, JSON.stringify(head));
+});
+
+test('origin response heads: hop-by-hop and Connection-listed headers consumed, framing decided', () => {
+  const r = parseResponseHead('HTTP/1.1 200 OK\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 5', false);
+  assert.deepEqual(r.headers, ['set-cookie', 'a=1', 'set-cookie', 'b=2', 'content-length', '5']);
+  assert.deepEqual(r.framing, { kind: 'length', length: 5 });
+  assert.equal(r.reusable, true);
+  const chunked = parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 9', false);
+  assert.deepEqual(chunked.framing, { kind: 'chunked' });
+  assert.equal(chunked.reusable, false, 'Transfer-Encoding with Content-Length: never reused');
+  assert.deepEqual(chunked.headers, []);
+  assert.deepEqual(parseResponseHead('HTTP/1.1 200 OK', false).framing, { kind: 'close' });
+  assert.equal(parseResponseHead('HTTP/1.0 200 OK\r\nContent-Length: 1', false).reusable, false);
+  const head = parseResponseHead('HTTP/1.1 200 OK\r\nContent-Length: 42', true);
+  assert.deepEqual(head.framing, { kind: 'length', length: 0 });
+  assert.deepEqual(head.headers, ['content-length', '42']);
+  assert.deepEqual(parseResponseHead('HTTP/1.1 304 Not Modified\r\nETag: "x"', false).framing, { kind: 'length', length: 0 });
+});
+
+test('malformed origin heads are refused', () => {
+  for (const head of ['HTTP/2 200 OK', 'HTTP/1.1 20 OK', 'HTTP/1.1 200 OK\r\nBad Line', 'HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2', 'HTTP/1.1 200 OK\r\nContent-Length: -1', 'HTTP/1.1 200 OK\r\nX: a\rb', 'HTTP/1.1 200 OK\r\nX: a\0']) {
+    assert.throws(() => parseResponseHead(head, false), OriginProtocolError, JSON.stringify(head));
+  }
+});
+
+test('chunked bodies decode across any split, with extensions and trailers; bad framing throws', () => {
+  const wire = Buffer.from('5;name=v\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nTrailer: x\r\n\r\nNEXT');
+  for (let step = 1; step <= wire.length; step++) {
+    const parts: Buffer[] = [];
+    const d = new ChunkedDecoder((c) => parts.push(Buffer.from(c)));
+    let used = 0;
+    for (let at = 0; at < wire.length && !d.done; at += step) used += d.push(wire.subarray(at, Math.min(at + step, wire.length)));
+    assert.equal(Buffer.concat(parts).toString(), 'hello world', `step ${step}`);
+    assert.equal(d.done, true);
+    assert.ok(used <= wire.length - 'NEXT'.length + step, `step ${step}`);
+  }
+  assert.equal(new ChunkedDecoder(() => undefined).push(Buffer.from('5\r\nhello\r\n0\r\n\r\nNEXT')), 15);
+  for (const bad of ['z\r\n', '5\r\nhelloXX\r\n', '5\nhello']) assert.throws(() => new ChunkedDecoder(() => undefined).push(Buffer.from(bad)), OriginProtocolError, bad);
+});

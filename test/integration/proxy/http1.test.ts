@@ -1,0 +1,271 @@
+/**
+ * The data plane's own HTTP/1.1 server and origin client, byte for byte: raw client sockets
+ * (pipelining, requests handed to node's parser, malformed heads, lingering after an unread
+ * body) and a raw origin that answers in every framing an origin may use (chunked with
+ * extensions and trailers, close-delimited, 1xx before the answer, 204, hop-by-hop headers, a
+ * kept-alive connection closed under a reused request, a malformed answer).
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { Agent, request as httpRequest } from 'node:http';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import type { Daemon } from '../hostkit-process.ts';
+import { makeRoot, startProxy, type ProxyRoot } from './harness.ts';
+
+let root: ProxyRoot;
+let proxy: Daemon;
+let origin: Server;
+// Connections the origin accepted, and the paths whose connection it drops at the next request.
+let originConnections = 0;
+const HOST = 'raw.test';
+
+/** Decodes a whole chunked body at the start of `buf`: the body and the bytes after it, or undefined. */
+function dechunk(buf: Buffer): { body: Buffer; used: number } | undefined {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const eol = buf.indexOf('\r\n', at);
+    if (eol === -1) return undefined;
+    const size = parseInt(buf.toString('latin1', at, eol), 16);
+    if (size === 0) {
+      const end = buf.indexOf('\r\n\r\n', eol);
+      return end === -1 ? undefined : { body: Buffer.concat(parts), used: end + 4 };
+    }
+    if (buf.length < eol + 2 + size + 2) return undefined;
+    parts.push(buf.subarray(eol + 2, eol + 2 + size));
+    at = eol + 2 + size + 2;
+  }
+}
+
+/** Reads one request (head and body) from `buf`; undefined when it is not all there. */
+function takeRequest(buf: Buffer): { head: string; body: Buffer; rest: Buffer } | undefined {
+  const end = buf.indexOf('\r\n\r\n');
+  if (end === -1) return undefined;
+  const head = buf.toString('latin1', 0, end);
+  if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+    const d = dechunk(buf.subarray(end + 4));
+    return d && { head, body: d.body, rest: buf.subarray(end + 4 + d.used) };
+  }
+  const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+  if (buf.length < end + 4 + length) return undefined;
+  return { head, body: buf.subarray(end + 4, end + 4 + length), rest: buf.subarray(end + 4 + length) };
+}
+
+/** The origin's answers, by path. */
+function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: boolean }): void {
+  const path = (head.split(' ')[1] ?? '/').replace(/\?.*/, '');
+  if (state.dropNext) {
+    // A kept-alive connection the origin gave up just as the proxy reused it.
+    socket.destroy();
+    return;
+  }
+  switch (path) {
+    case '/chunked':
+      socket.write('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n5;ext=1\r\nhel');
+      setTimeout(() => socket.write('lo\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n'), 20);
+      return;
+    case '/close':
+      socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nclose-delimited');
+      return;
+    case '/early':
+      socket.write('HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+      return;
+    case '/nocontent':
+      socket.write('HTTP/1.1 204 No Content\r\nX-Empty: 1\r\n\r\n');
+      return;
+    case '/hop':
+      socket.write('HTTP/1.1 200 OK\r\nConnection: x-private, keep-alive\r\nKeep-Alive: timeout=5\r\nX-Private: secret\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok');
+      return;
+    case '/then-drop':
+      state.dropNext = true;
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst');
+      return;
+    case '/bad':
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok');
+      return;
+    default: {
+      const json = JSON.stringify({ head, length: body.length, sha: createHash('sha256').update(body).digest('hex') });
+      socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
+    }
+  }
+}
+
+before(async () => {
+  origin = createServer((socket) => {
+    originConnections++;
+    const state = { dropNext: false };
+    let buf: Buffer = Buffer.alloc(0);
+    socket.on('error', () => undefined);
+    socket.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      for (let r = takeRequest(buf); r; r = takeRequest(buf)) {
+        buf = r.rest;
+        answer(socket, r.head, r.body, state);
+      }
+    });
+  });
+  await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+  const port = (origin.address() as { port: number }).port;
+  root = await makeRoot({
+    sites: {
+      'raw.yaml': { id: 'raw', hostnames: [HOST], origin: { url: `http://127.0.0.1:${port}`, read_timeout_ms: 3000 }, protection: { bot: { enabled: false }, rate_limit: { enabled: false } } },
+    },
+  });
+  proxy = await startProxy(root);
+});
+
+after(async () => {
+  await proxy?.stop('SIGKILL');
+  await new Promise((r) => origin.close(r));
+});
+
+/** Writes `bytes` on a new connection and collects what comes back until `done` says enough. */
+function exchange(bytes: string | Buffer, done: (text: string) => boolean, timeoutMs = 5000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1');
+    let text = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`no complete answer in time; got ${JSON.stringify(text)}`));
+    }, timeoutMs);
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      if (done(text)) {
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(text);
+      }
+    });
+    socket.on('error', reject);
+    socket.write(bytes);
+  });
+}
+
+/**
+ * The complete responses in `text`, bodies decoded (Content-Length or chunked); `bodiless[i]`
+ * says the i-th answers a HEAD.
+ */
+function responses(text: string, bodiless: boolean[] = []): { status: number; head: string; body: string; chunked: boolean }[] {
+  const out: { status: number; head: string; body: string; chunked: boolean }[] = [];
+  let rest = Buffer.from(text, 'latin1');
+  for (;;) {
+    const end = rest.indexOf('\r\n\r\n');
+    if (end === -1) return out;
+    const head = rest.toString('latin1', 0, end);
+    const status = Number(head.split(' ')[1]);
+    const chunked = /\r\ntransfer-encoding: *chunked/i.test(head);
+    let body: Buffer;
+    if (chunked && !bodiless[out.length]) {
+      const d = dechunk(rest.subarray(end + 4));
+      if (!d) return out;
+      body = d.body;
+      rest = rest.subarray(end + 4 + d.used);
+    } else {
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+      const n = bodiless[out.length] || status === 204 || !length ? 0 : Number(length[1]);
+      if (rest.length < end + 4 + n) return out;
+      body = rest.subarray(end + 4, end + 4 + n);
+      rest = rest.subarray(end + 4 + n);
+    }
+    out.push({ status, head, body: body.toString('latin1'), chunked });
+  }
+}
+
+const get = (path: string, extra = ''): string => `GET ${path} HTTP/1.1\r\nHost: ${HOST}\r\n${extra}\r\n`;
+
+test('pipelined requests are answered in order on one connection; HEAD keeps its length and sends no body', async () => {
+  const bodiless = [false, true, false];
+  const text = await exchange(get('/echo?n=1') + `HEAD /echo?n=2 HTTP/1.1\r\nHost: ${HOST}\r\n\r\n` + get('/echo?n=3'), (t) => responses(t, bodiless).length >= 3);
+  const [a, b, c] = responses(text, bodiless);
+  assert.match(JSON.parse(a?.body ?? '{}').head, /^GET \/echo\?n=1 /);
+  assert.equal(b?.status, 200);
+  assert.match(b?.head ?? '', /\r\ncontent-length: \d+/i);
+  assert.equal(b?.body, '');
+  assert.match(JSON.parse(c?.body ?? '{}').head, /^GET \/echo\?n=3 /);
+});
+
+test('origin framings: chunked (extensions, trailers) and close-delimited bodies reach the client whole; 1xx skipped; 204 bodiless', async () => {
+  const text = await exchange(get('/chunked') + get('/close') + get('/early') + get('/nocontent'), (t) => responses(t).length >= 4);
+  const [chunked, closed, early, empty] = responses(text);
+  assert.equal(chunked?.body, 'hello world');
+  assert.doesNotMatch(text, /x-trailer/i);
+  assert.equal(closed?.status, 200);
+  assert.equal(closed?.chunked, true, 'a close-delimited body goes out chunked, so the client connection stays open');
+  assert.equal(closed?.body, 'close-delimited');
+  assert.equal(early?.status, 200);
+  assert.equal(early?.body, 'ok');
+  assert.doesNotMatch(text, /103 Early/);
+  assert.equal(empty?.status, 204);
+  assert.match(empty?.head ?? '', /x-empty: 1/i);
+});
+
+test('hop-by-hop and Connection-listed response headers are consumed; end-to-end ones kept', async () => {
+  const [r] = responses(await exchange(get('/hop'), (t) => responses(t).length >= 1));
+  assert.match(r?.head ?? '', /\r\nx-kept: yes/i);
+  assert.doesNotMatch(r?.head ?? '', /x-private|keep-alive: timeout/i);
+});
+
+test('kept-alive origin connections are reused; a GET the origin drops on a reused connection is retried once on a new one', async () => {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const fetch = (path: string): Promise<{ status: number; body: string }> =>
+    new Promise((resolve, reject) => {
+      const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path, headers: { host: HOST }, agent }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  const before = originConnections;
+  for (let i = 0; i < 20; i++) assert.equal((await fetch(`/echo?i=${i}`)).status, 200);
+  assert.ok(originConnections - before <= 1, 'at most one new origin connection for 20 sequential requests');
+  const beforeDrop = originConnections;
+  assert.deepEqual(await fetch('/then-drop'), { status: 200, body: 'first' });
+  const retried = await fetch('/echo?after-drop');
+  assert.equal(retried.status, 200);
+  assert.equal(originConnections - beforeDrop, 1, 'the dropped connection was replaced once');
+  agent.destroy();
+});
+
+test('a malformed origin answer is a 502', async () => {
+  const [r] = responses(await exchange(get('/bad'), (t) => responses(t).length >= 1));
+  assert.equal(r?.status, 502);
+});
+
+test('requests outside the fast path go to node: a chunked upload, then a plain request on the same connection', async () => {
+  const upload = `POST /echo HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n`;
+  const [a, b] = responses(await exchange(upload + get('/echo?next'), (t) => responses(t).length >= 2));
+  const seen = JSON.parse(a?.body ?? '{}') as { length: number; sha: string };
+  assert.equal(seen.length, 7);
+  assert.equal(seen.sha, createHash('sha256').update('abcdefg').digest('hex'));
+  assert.match(JSON.parse(b?.body ?? '{}').head, /^GET \/echo\?next /);
+});
+
+test("node's parser answers malformed heads: 400 for a bad header line, 431 for an oversized head", async () => {
+  const bad = await exchange(`GET / HTTP/1.1\r\nHost: ${HOST}\r\nBad Header\r\n\r\n`, (t) => t.includes('\r\n\r\n'));
+  assert.match(bad, /^HTTP\/1\.1 400 /);
+  const big = await exchange(`GET / HTTP/1.1\r\nHost: ${HOST}\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`, (t) => t.includes('\r\n\r\n'));
+  assert.match(big, /^HTTP\/1\.1 431 /);
+});
+
+test('an unread body after an early answer is read and dropped, and the connection serves the next request', async () => {
+  const body = 'x'.repeat(100_000);
+  // An unknown host is refused (421) before anything reads the body.
+  const refused = `POST /echo HTTP/1.1\r\nHost: nowhere.test\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  const [a, b] = responses(await exchange(refused + get('/echo?after'), (t) => responses(t).length >= 2));
+  assert.equal(a?.status, 421);
+  assert.match(JSON.parse(b?.body ?? '{}').head, /^GET \/echo\?after /);
+});
+
+test('a Content-Length body reaches the origin byte for byte', async () => {
+  const body = Buffer.alloc(1024 * 1024);
+  for (let i = 0; i < body.length; i++) body[i] = (i * 7) % 251;
+  const head = `POST /echo HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: ${body.length}\r\n\r\n`;
+  const [r] = responses(await exchange(Buffer.concat([Buffer.from(head), body]), (t) => responses(t).length >= 1));
+  const seen = JSON.parse(r?.body ?? '{}') as { length: number; sha: string; head: string };
+  assert.equal(seen.length, body.length);
+  assert.equal(seen.sha, createHash('sha256').update(body).digest('hex'));
+  assert.match(seen.head, new RegExp(`\\r\\ncontent-length: ${body.length}`, 'i'));
+});
