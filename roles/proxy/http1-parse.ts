@@ -36,7 +36,38 @@ const BAD_REQUEST_BYTE = /[^\t\r\n\x20-\x7e\x80-\xff]/;
 // Request targets in origin form: visible ASCII only (llhttp's strict set).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
 const DIGITS = /^\d{1,15}$/;
-const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: [^\r\n]*)?$/;
+
+/** The status of an `HTTP/1.x NNN reason` line ending at `eol`; throws on anything else. */
+function statusOf(head: string, eol: number): number {
+  const d = (i: number): number => head.charCodeAt(i) - 48;
+  const minor = d(7);
+  const a = d(9);
+  const b = d(10);
+  const c = d(11);
+  if (
+    !head.startsWith('HTTP/1.') ||
+    (minor !== 0 && minor !== 1) ||
+    head.charCodeAt(8) !== 32 ||
+    !(a >= 1 && a <= 9 && b >= 0 && b <= 9 && c >= 0 && c <= 9) ||
+    (eol > 12 && head.charCodeAt(12) !== 32)
+  ) {
+    throw new OriginProtocolError(`bad status line ${JSON.stringify(head.slice(0, Math.min(eol, 64)))}`);
+  }
+  return a * 100 + b * 10 + c;
+}
+
+// Header names as origins spell them, lower-cased once: the same few dozen names recur.
+const LOWER = new Map<string, string>();
+const LOWER_MAX = 1024;
+
+function lowerName(name: string): string {
+  let lower = LOWER.get(name);
+  if (lower === undefined) {
+    lower = name.toLowerCase();
+    if (LOWER.size < LOWER_MAX) LOWER.set(name, lower);
+  }
+  return lower;
+}
 
 /** Header names node keeps one value of (its `matchKnownFields`): a repeat is dropped. */
 const SINGLE_VALUED: ReadonlySet<string> = new Set([
@@ -166,9 +197,8 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
   if (head.includes('\0')) throw new OriginProtocolError('NUL in response head');
   let eol = head.indexOf('\r\n');
   if (eol === -1) eol = head.length;
-  const m = STATUS_LINE.exec(head.slice(0, eol));
-  if (!m) throw new OriginProtocolError(`bad status line ${JSON.stringify(head.slice(0, Math.min(eol, 64)))}`);
-  const status = Number(m[2]);
+  const status = statusOf(head, eol);
+  const http11 = head.charCodeAt(7) === 0x31;
   const headers: string[] = [];
   let length: string | undefined;
   let chunked = false;
@@ -182,7 +212,7 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     const line = head.slice(start, eol);
     if (line.includes('\r') || line.includes('\n')) throw new OriginProtocolError('bare CR or LF in a header line');
     const value = headerValue(line, colon - start);
-    const lower = line.slice(0, colon - start).toLowerCase();
+    const lower = lowerName(line.slice(0, colon - start));
     if (lower === 'content-length') {
       if (!DIGITS.test(value) || (length !== undefined && length !== value)) throw new OriginProtocolError('bad Content-Length');
       // Added back below when it describes the body.
@@ -198,9 +228,13 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     }
     headers.push(lower, value);
   }
-  const listed = connectionListed(connection);
-  if (listed) for (let i = headers.length - 2; i >= 0; i -= 2) if (listed.has(headers[i] as string)) headers.splice(i, 2);
-  const keepAlive = m[1] === '1' ? !connectionHas(connection, 'close') : connectionHas(connection, 'keep-alive');
+  let keepAlive = http11;
+  // Nearly every origin says just `keep-alive` (or nothing): no names to drop.
+  if (connection !== undefined && connection !== 'keep-alive') {
+    const listed = connectionListed(connection);
+    if (listed) for (let i = headers.length - 2; i >= 0; i -= 2) if (listed.has(headers[i] as string)) headers.splice(i, 2);
+    keepAlive = http11 ? !connectionHas(connection, 'close') : connectionHas(connection, 'keep-alive');
+  } else if (connection === 'keep-alive') keepAlive = true;
   // A HEAD answer's or a 304's length describes the body the client did not ask for: it is kept.
   if (length !== undefined && !encoded) headers.push('content-length', length);
   if (bodyless || status < 200 || status === 204 || status === 304) return { status, headers, framing: { kind: 'length', length: 0 }, reusable: keepAlive };

@@ -53,6 +53,10 @@ export interface OriginTarget {
   preface?: Buffer;
 }
 
+// Plain origin connections read into this one buffer (net's `onread`): no Buffer and no stream
+// event per read. Reads are handled synchronously, and bytes kept past a read are copied.
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
 // Idle connections beyond maxIdle close after this long: a burst's extra connections go soon.
 const SURPLUS_IDLE_MS = 1_000;
 
@@ -116,6 +120,7 @@ class OriginExchange implements Exchange {
   private aborted = false;
   private readonly queued: Buffer[] = [];
   private endQueued = false;
+  private transient = false;
 
   private readonly pool: OriginPool;
   readonly method: string;
@@ -241,17 +246,21 @@ class OriginExchange implements Exchange {
     rest.resume();
   }
 
-  /** Bytes from the origin. */
-  data(buf: Buffer): void {
+  /**
+   * Bytes from the origin; `transient`: they are in the shared read buffer and are copied before
+   * anything keeps them.
+   */
+  data(buf: Buffer, transient: boolean): void {
     if (this.over) return;
     this.gotBytes = true;
+    this.transient = transient;
     if (this.response === null) {
       let all = this.head ? Buffer.concat([this.head, buf]) : buf;
       for (;;) {
         const end = all.indexOf('\r\n\r\n', 0, 'latin1');
         if (end === -1) {
           if (all.length > MAX_HEAD_BYTES) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin response head too large'));
-          this.head = all;
+          this.head = transient && all === buf ? Buffer.from(all) : all;
           return;
         }
         let parsed: ResponseHead;
@@ -310,8 +319,9 @@ class OriginExchange implements Exchange {
     }
   }
 
-  private deliver(chunk: Buffer): void {
-    if (this.over || chunk.length === 0) return;
+  private deliver(piece: Buffer): void {
+    if (this.over || piece.length === 0) return;
+    const chunk = this.transient ? Buffer.from(piece) : piece;
     // While paused, pieces parsed from bytes already read wait here, in order.
     if (this.paused) {
       this.queued.push(chunk);
@@ -469,16 +479,22 @@ export class OriginPool {
       socket = tlsConnect({ host: t.host, port: t.port, ...servername, ALPNProtocols: ['http/1.1'] });
       socket.once('secureConnect', onUp);
     } else {
-      socket = netConnect({ host: t.host, port: t.port });
+      // A pause during the callback (backpressure) stops reading by itself.
+      const onRead = (n: number): boolean => {
+        onBytes(READ_BUFFER.subarray(0, n), true);
+        return true;
+      };
+      socket = netConnect({ host: t.host, port: t.port, onread: { buffer: READ_BUFFER, callback: onRead } });
       socket.once('connect', onUp);
     }
     conn.socket = socket;
     let failure: Error | undefined;
-    socket.on('data', (buf: Buffer) => {
-      if (conn.exchange) conn.exchange.data(buf);
+    const onBytes = (buf: Buffer, transient: boolean): void => {
+      if (conn.exchange) conn.exchange.data(buf, transient);
       // Bytes on an idle connection belong to no request: it cannot be trusted any more.
       else socket.destroy();
-    });
+    };
+    if (t.secure || t.preface) socket.on('data', (buf: Buffer) => onBytes(buf, false));
     socket.on('error', (err) => {
       failure = err;
     });
