@@ -15,6 +15,7 @@ import { EventEmitter } from 'node:events';
 import { STATUS_CODES, type OutgoingHttpHeaders, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
+import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
 import { parseRequestHead, type RequestHead } from './http1-parse.ts';
 
 /**
@@ -27,6 +28,8 @@ const HEADERS_TIMEOUT_MS = 60_000;
 const KEEP_ALIVE_MS = 5_000;
 // A request body that stops arriving for this long closes the connection.
 const BODY_IDLE_MS = 60_000;
+// Client connections' timeouts are checked this often.
+const CLIENT_DEADLINES = new DeadlineList(250);
 // Pipelined bytes buffered while a response is under way before reading pauses.
 const PIPELINE_BUFFER = 64 * 1024;
 // A body up to this size leaves in the same write as the response head.
@@ -232,8 +235,9 @@ export class FastResponse extends EventEmitter {
 }
 
 /** One client connection served by the own server. */
-class Http1Connection {
+class Http1Connection implements Expiring {
   readonly socket: Socket;
+  deadline: number;
   private readonly server: Http1ServerImpl;
   private state: State = State.Head;
   private buf: Buffer | null = null;
@@ -246,11 +250,16 @@ class Http1Connection {
     this.server = server;
     this.socket = socket;
     socket.setNoDelay(true);
-    socket.setTimeout(HEADERS_TIMEOUT_MS);
+    this.deadline = deadlineIn(HEADERS_TIMEOUT_MS);
+    CLIENT_DEADLINES.add(this);
     socket.on('data', this.onData);
-    socket.on('timeout', this.onTimeout);
     socket.on('error', this.onError);
     socket.on('close', this.onClose);
+  }
+
+  /** A head, a body or a keep-alive wait took too long. */
+  expire(): void {
+    this.socket.destroy();
   }
 
   get draining(): boolean {
@@ -265,7 +274,11 @@ class Http1Connection {
   private readonly onData = (chunk: Buffer): void => {
     switch (this.state) {
       case State.Head:
-        this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
+        if (this.buf === null) {
+          // A new head: it has HEADERS_TIMEOUT_MS from its first byte.
+          this.deadline = deadlineIn(HEADERS_TIMEOUT_MS);
+          this.buf = chunk;
+        } else this.buf = Buffer.concat([this.buf, chunk]);
         this.pump();
         return;
       case State.Body:
@@ -283,16 +296,13 @@ class Http1Connection {
     }
   };
 
-  private readonly onTimeout = (): void => {
-    this.socket.destroy();
-  };
-
   private readonly onError = (): void => undefined;
 
   private readonly onClose = (): void => {
     if (this.state === State.Handed) return;
     this.state = State.Closed;
     clearTimeout(this.lingerTimer);
+    CLIENT_DEADLINES.delete(this);
     this.server.connections.delete(this);
     const req = this.req;
     const res = this.res;
@@ -319,7 +329,6 @@ class Http1Connection {
     const end = buf.indexOf('\r\n\r\n', 0, 'latin1');
     if (end === -1) {
       if (buf.length > max) this.handOff();
-      else this.socket.setTimeout(HEADERS_TIMEOUT_MS);
       return false;
     }
     const head = end + 4 <= max ? parseRequestHead(buf.toString('latin1', 0, end)) : undefined;
@@ -336,10 +345,10 @@ class Http1Connection {
     if (req.complete) {
       this.state = State.Responding;
       this.buf = rest;
-      this.socket.setTimeout(0);
+      this.deadline = 0;
     } else {
       this.state = State.Body;
-      this.socket.setTimeout(BODY_IDLE_MS);
+      this.deadline = deadlineIn(BODY_IDLE_MS);
       if (rest) this.feedBody(rest);
     }
     this.server.onRequest(req, res);
@@ -351,6 +360,7 @@ class Http1Connection {
     const req = this.req as FastRequest;
     const n = Math.min(req.remaining, chunk.length);
     req.remaining -= n;
+    if (this.state === State.Body) this.deadline = deadlineIn(BODY_IDLE_MS);
     const more = req.push(n === chunk.length ? chunk : chunk.subarray(0, n));
     if (n < chunk.length) this.buf = chunk.subarray(n);
     if (req.remaining === 0) {
@@ -358,7 +368,7 @@ class Http1Connection {
       req.push(null);
       if (this.state === State.Body) {
         this.state = State.Responding;
-        this.socket.setTimeout(0);
+        this.deadline = 0;
       }
     } else if (!more) this.socket.pause();
   }
@@ -403,7 +413,7 @@ class Http1Connection {
   }
 
   private linger(): void {
-    this.socket.setTimeout(0);
+    this.deadline = 0;
     this.lingerTimer = setTimeout(() => this.socket.destroy(), LINGER_MS);
     this.lingerTimer.unref();
     this.socket.resume();
@@ -416,7 +426,7 @@ class Http1Connection {
     this.state = State.Head;
     this.buf = buffered;
     if (this.socket.isPaused()) this.socket.resume();
-    if (buffered === null) this.socket.setTimeout(KEEP_ALIVE_MS);
+    if (buffered === null) this.deadline = deadlineIn(KEEP_ALIVE_MS);
     else this.pump();
   }
 
@@ -425,10 +435,9 @@ class Http1Connection {
     this.state = State.Handed;
     const socket = this.socket;
     socket.off('data', this.onData);
-    socket.off('timeout', this.onTimeout);
     socket.off('error', this.onError);
     socket.off('close', this.onClose);
-    socket.setTimeout(0);
+    CLIENT_DEADLINES.delete(this);
     this.server.connections.delete(this);
     socket.pause();
     if (this.buf) socket.unshift(this.buf);

@@ -12,6 +12,7 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
+import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
 import { ChunkedDecoder, parseResponseHead, type ResponseHead } from './http1-parse.ts';
 
 /** Error codes of this client besides the socket's own (ECONNREFUSED, ECONNRESET, ...). */
@@ -57,6 +58,9 @@ export interface OriginTarget {
 // event per read. Reads are handled synchronously, and bytes kept past a read are copied.
 const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
 
+// Origin connections' timeouts are checked this often (timeouts are configured in milliseconds).
+const ORIGIN_DEADLINES = new DeadlineList(50);
+
 // Idle connections beyond maxIdle close after this long: a burst's extra connections go soon.
 const SURPLUS_IDLE_MS = 1_000;
 
@@ -94,7 +98,7 @@ export interface Exchange {
   abort(): void;
 }
 
-interface Conn {
+interface Conn extends Expiring {
   socket: Socket;
   /** The exchange the connection serves, null while idle or connecting. */
   exchange: OriginExchange | null;
@@ -141,13 +145,13 @@ class OriginExchange implements Exchange {
     conn.exchange = this;
     this.gotBytes = false;
     this.head = null;
-    conn.socket.setTimeout(conn.connected ? this.pool.target.readTimeoutMs : this.pool.target.connectTimeoutMs);
+    conn.deadline = deadlineIn(conn.connected ? this.pool.target.readTimeoutMs : this.pool.target.connectTimeoutMs);
     if (conn.connected) this.send();
   }
 
   /** The connection is up (TLS done): the request goes out. */
   connected(): void {
-    this.conn?.socket.setTimeout(this.pool.target.readTimeoutMs);
+    if (this.conn) this.conn.deadline = deadlineIn(this.pool.target.readTimeoutMs);
     this.send();
   }
 
@@ -203,7 +207,10 @@ class OriginExchange implements Exchange {
   }
 
   private countSent(n: number): void {
-    if (n > 0) this.handler.onBodySent(n);
+    if (n === 0) return;
+    // An upload in progress is activity too: the read timeout runs from its last byte.
+    if (this.conn) this.conn.deadline = deadlineIn(this.pool.target.readTimeoutMs);
+    this.handler.onBodySent(n);
   }
 
   /** Streams the rest of the request body with backpressure both ways. */
@@ -254,6 +261,7 @@ class OriginExchange implements Exchange {
     if (this.over) return;
     this.gotBytes = true;
     this.transient = transient;
+    (this.conn as Conn).deadline = deadlineIn(this.pool.target.readTimeoutMs);
     if (this.response === null) {
       let all = this.head ? Buffer.concat([this.head, buf]) : buf;
       for (;;) {
@@ -457,7 +465,18 @@ export class OriginPool {
   connectFor(exchange: OriginExchange): void {
     const t = this.target;
     let socket: Socket;
-    const conn: Conn = { socket: undefined as unknown as Socket, exchange: null, reused: false, connected: false };
+    const conn: Conn = {
+      socket: undefined as unknown as Socket,
+      exchange: null,
+      reused: false,
+      connected: false,
+      deadline: 0,
+      expire() {
+        // Connect or read timeout of a request, or the end of an idle connection's keep-alive.
+        if (conn.exchange) conn.exchange.timedOut();
+        else conn.socket.destroy();
+      },
+    };
     const onUp = (): void => {
       conn.connected = true;
       conn.socket.setNoDelay(true);
@@ -498,11 +517,9 @@ export class OriginPool {
     socket.on('error', (err) => {
       failure = err;
     });
-    socket.on('timeout', () => {
-      if (conn.exchange) conn.exchange.timedOut();
-      else socket.destroy();
-    });
+    ORIGIN_DEADLINES.add(conn);
     socket.on('close', () => {
+      ORIGIN_DEADLINES.delete(conn);
       const i = this.idle.indexOf(conn);
       if (i !== -1) this.idle.splice(i, 1);
       conn.exchange?.closed(failure);
@@ -518,7 +535,7 @@ export class OriginPool {
       conn.socket.destroy();
     } else {
       conn.reused = true;
-      conn.socket.setTimeout(this.idle.length < this.target.maxIdle ? this.target.keepAliveMs : Math.min(SURPLUS_IDLE_MS, this.target.keepAliveMs));
+      conn.deadline = deadlineIn(this.idle.length < this.target.maxIdle ? this.target.keepAliveMs : Math.min(SURPLUS_IDLE_MS, this.target.keepAliveMs));
       this.idle.push(conn);
     }
     if (this.active === 0) this.drained?.();

@@ -18,6 +18,7 @@ let proxy: Daemon;
 let origin: Server;
 // Connections the origin accepted, and the paths whose connection it drops at the next request.
 let originConnections = 0;
+let originCloses = 0;
 const HOST = 'raw.test';
 
 /** Decodes a whole chunked body at the start of `buf`: the body and the bytes after it, or undefined. */
@@ -81,6 +82,9 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
       state.dropNext = true;
       socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst');
       return;
+    case '/hang':
+      // Never answers: the proxy's read timeout decides.
+      return;
     case '/bad':
       socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok');
       return;
@@ -97,6 +101,7 @@ before(async () => {
     const state = { dropNext: false };
     let buf: Buffer = Buffer.alloc(0);
     socket.on('error', () => undefined);
+    socket.on('close', () => originCloses++);
     socket.on('data', (d: Buffer) => {
       buf = Buffer.concat([buf, d]);
       for (let r = takeRequest(buf); r; r = takeRequest(buf)) {
@@ -109,7 +114,7 @@ before(async () => {
   const port = (origin.address() as { port: number }).port;
   root = await makeRoot({
     sites: {
-      'raw.yaml': { id: 'raw', hostnames: [HOST], origin: { url: `http://127.0.0.1:${port}`, read_timeout_ms: 3000 }, protection: { bot: { enabled: false }, rate_limit: { enabled: false } } },
+      'raw.yaml': { id: 'raw', hostnames: [HOST], origin: { url: `http://127.0.0.1:${port}`, read_timeout_ms: 700, keepalive_secs: 2 }, protection: { bot: { enabled: false }, rate_limit: { enabled: false } } },
     },
   });
   proxy = await startProxy(root);
@@ -268,4 +273,29 @@ test('a Content-Length body reaches the origin byte for byte', async () => {
   assert.equal(seen.length, body.length);
   assert.equal(seen.sha, createHash('sha256').update(body).digest('hex'));
   assert.match(seen.head, new RegExp(`\\r\\ncontent-length: ${body.length}`, 'i'));
+});
+
+test('timeouts: an origin that does not answer is a 502 after read_timeout_ms; idle connections close on both sides', async () => {
+  const started = performance.now();
+  const [r] = responses(await exchange(get('/hang'), (t) => responses(t).length >= 1));
+  const took = performance.now() - started;
+  assert.equal(r?.status, 502);
+  assert.ok(took >= 650 && took < 3000, `502 after ${Math.round(took)} ms`);
+
+  // An origin connection idle for keepalive_secs (2 s) is closed by the proxy.
+  await exchange(get('/echo?idle'), (t) => responses(t).length >= 1);
+  const closes = originCloses;
+  await new Promise((r) => setTimeout(r, 2600));
+  assert.ok(originCloses > closes, 'the idle origin connection was closed');
+
+  // A client connection idle for 5 s after its answer is closed by the proxy.
+  const closedAfter = await new Promise<number>((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1');
+    let answeredAt = 0;
+    socket.on('data', () => (answeredAt ||= performance.now()));
+    socket.on('close', () => resolve(performance.now() - answeredAt));
+    socket.on('error', reject);
+    socket.write(get('/echo?keepalive'));
+  });
+  assert.ok(closedAfter >= 4500 && closedAfter < 7000, `closed ${Math.round(closedAfter)} ms after the answer`);
 });
