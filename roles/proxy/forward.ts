@@ -12,7 +12,7 @@ import { plainIp } from './ip-match.ts';
 import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginHandler } from './origin-client.ts';
 import type { ProxyEndpoints } from './proxy-protocol.ts';
 import type { RateShaper } from './rate-shaper.ts';
-import type { ProxyRequest, RequestContext } from './request-context.ts';
+import { onRequestDone, type ProxyRequest, type RequestContext } from './request-context.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import { sendStatus } from './responses.ts';
 
@@ -77,11 +77,10 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
   let delayed = false;
   let endPending = false;
 
-  const onClose = (): void => {
-    if (res.writableFinished) return;
-    exchange.abort();
-  };
-  res.once('close', onClose);
+  // A client gone before its response was over takes the origin request with it.
+  onRequestDone(ctx, () => {
+    if (!res.writableFinished) exchange.abort();
+  });
 
   const handler: OriginHandler = {
     onBodySent(bytes) {
@@ -113,7 +112,6 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
         const full = !res.write(chunk);
         if (endPending) {
           endPending = false;
-          res.off('close', onClose);
           res.end();
         } else if (full) res.once('drain', () => exchange.resume());
         else exchange.resume();
@@ -125,11 +123,9 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
         endPending = true;
         return;
       }
-      res.off('close', onClose);
       res.end();
     },
     onError(err) {
-      res.off('close', onClose);
       const code = err.code;
       if (code === ORIGIN_ERRORS.clientGone) {
         res.destroy();
