@@ -9,6 +9,7 @@
  * blocked. docs/proxy.md lists them for operators.
  */
 import type { RequestContext, ProxyRequest } from './request-context.ts';
+import { memoizeString } from './string-memo.ts';
 import { ALLOW, deny, type Verdict } from './verdict.ts';
 
 /** Rule id of bot-score verdicts (telemetry). */
@@ -49,20 +50,24 @@ export interface BotConfig {
 }
 
 /** Whether `ua` names a crawler site owners want (Googlebot, Bingbot, …). */
-export function isGoodBot(ua: string): boolean {
-  return GOOD_BOTS.test(ua);
-}
+export const isGoodBot = memoizeString((ua: string): boolean => GOOD_BOTS.test(ua));
+
+/** What the user agent alone says: its signal's points, and whether it claims a browser. */
+const uaSignals = memoizeString((ua: string): { points: number; claimsBrowser: boolean } => {
+  let points = 0;
+  if (ua === '') points = BOT_WEIGHTS.noUserAgent;
+  else if (HEADLESS.test(ua)) points = BOT_WEIGHTS.headless;
+  else if (TOOLS.test(ua)) points = BOT_WEIGHTS.tool;
+  else if (CRAWLER.test(ua)) points = BOT_WEIGHTS.unknownCrawler;
+  else if (ua.length < 10 || !PRODUCT.test(ua)) points = BOT_WEIGHTS.oddUserAgent;
+  return { points, claimsBrowser: ua.startsWith('Mozilla/') && !/compatible;/i.test(ua) };
+});
 
 /** The request's score, 0-100; pure, runs once per request when bot scoring is on. */
 export function botScore(req: ProxyRequest): number {
   const h = req.headers;
-  const ua = (h['user-agent'] ?? '').trim();
-  let score = 0;
-  if (ua === '') score += BOT_WEIGHTS.noUserAgent;
-  else if (HEADLESS.test(ua)) score += BOT_WEIGHTS.headless;
-  else if (TOOLS.test(ua)) score += BOT_WEIGHTS.tool;
-  else if (CRAWLER.test(ua)) score += BOT_WEIGHTS.unknownCrawler;
-  else if (ua.length < 10 || !PRODUCT.test(ua)) score += BOT_WEIGHTS.oddUserAgent;
+  const signals = uaSignals((h['user-agent'] ?? '').trim());
+  let score = signals.points;
   // A WebSocket handshake from a browser has no Accept.
   if (h.accept === undefined && h.upgrade === undefined) score += BOT_WEIGHTS.noAccept;
   const noLanguage = h['accept-language'] === undefined;
@@ -71,7 +76,7 @@ export function botScore(req: ProxyRequest): number {
   if (noEncoding) score += BOT_WEIGHTS.noAcceptEncoding;
   if (req.httpVersionMajor < 1 || (req.httpVersionMajor === 1 && req.httpVersionMinor === 0)) score += BOT_WEIGHTS.http10;
   // Claims to be a browser, yet lacks what every browser sends.
-  if ((noLanguage || noEncoding) && ua.startsWith('Mozilla/') && !/compatible;/i.test(ua)) score += BOT_WEIGHTS.browserWithoutBrowserHeaders;
+  if ((noLanguage || noEncoding) && signals.claimsBrowser) score += BOT_WEIGHTS.browserWithoutBrowserHeaders;
   return Math.min(100, score);
 }
 

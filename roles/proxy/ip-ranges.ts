@@ -6,6 +6,7 @@
  * address (`::ffff:1.2.3.4`) is looked up as IPv4.
  */
 import { isIP } from 'node:net';
+import { memoizeString } from './string-memo.ts';
 
 /** True when `ip` is inside one of the compiled ranges. */
 export type IpRangeMatcher = (ip: string) => boolean;
@@ -101,7 +102,8 @@ export function createIpRanges(entries: readonly string[]): IpRangeMatcher {
   }
   const t4 = merge(v4, (end, start) => start <= end + 1);
   const t6 = merge(v6, (end, start) => start <= end + 1n);
-  return function ipInRanges(ip) {
+  // Clients repeat: an address is parsed and searched once while it stays in the memo.
+  return memoizeString(function ipInRanges(ip) {
     let family = isIP(ip);
     let text = ip;
     if (family === 6 && ip.startsWith('::ffff:') && isIP(ip.slice(7)) === 4) {
@@ -119,5 +121,5 @@ export function createIpRanges(entries: readonly string[]): IpRangeMatcher {
       return i >= 0 && v <= (t6.ends[i] as bigint);
     }
     return false;
-  };
+  });
 }

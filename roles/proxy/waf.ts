@@ -14,6 +14,7 @@ import { compileLinear, type LinearRegex } from './linear-regex.ts';
 import { decodeOnce } from './request-limits.ts';
 import type { RequestContext, ProxyRequest } from './request-context.ts';
 import { ALLOW, deny, type Verdict } from './verdict.ts';
+import { memoizeString } from './string-memo.ts';
 import { FAMILIES, HEADER_RCE, SCANNER_UA, type Family } from './waf-patterns.ts';
 
 type Protection = ProxySiteConfig['protection'];
@@ -147,6 +148,8 @@ function enabledFamilies(waf: WafConfig): Family[] {
   return FAMILY_ORDER.filter((f) => waf[f]);
 }
 
+const isScanner = memoizeString((ua: string): boolean => SCANNER_UA.test(ua));
+
 /**
  * The site's waf-phase check, or undefined when nothing is on. Runs after request limits, once
  * per request: scanner user agent, custom rules on the target and headers, then the families on
@@ -164,7 +167,7 @@ export function createWafCheck(protection: Protection): ((ctx: RequestContext) =
     const req = ctx.req;
     if (scanner) {
       const ua = req.headers['user-agent'];
-      if (ua !== undefined && SCANNER_UA.test(ua)) return SCANNER;
+      if (ua !== undefined && isScanner(ua)) return SCANNER;
     }
     // Requests of sites without custom rules decode their target once and allocate nothing else.
     const views = rules.length > 0 ? new RequestViews(ctx) : undefined;
