@@ -108,7 +108,8 @@ export const FAMILIES: Readonly<Record<Family, FamilyPatterns>> = {
 
 /**
  * Lookups and shellshock in any header value (they are delivered in User-Agent, Referer,
- * X-Api-Version…); part of the rce family. Values are joined with newlines.
+ * X-Api-Version…); part of the rce family. Values are joined with newlines. Every match contains
+ * a `{` (waf.ts skips values without one): keep it so when adding alternatives.
  */
 export const HEADER_RCE = /\$\{\s*(?:jndi\s*:|(?:lower|upper)\s*:|::-)|(?:^|\n)[ \t]*\(\s*\)\s*\{/i;
 

@@ -104,6 +104,16 @@ function headerValues(rawHeaders: readonly string[]): string {
   return s;
 }
 
+/**
+ * Whether the header values hold a lookup or function-definition payload (HEADER_RCE). Every
+ * such payload has a `{`, so values without one (nearly all requests) skip the pattern.
+ */
+function headersCarryRce(rawHeaders: readonly string[]): boolean {
+  let brace = false;
+  for (let i = 1; i < rawHeaders.length && !brace; i += 2) brace = (rawHeaders[i] as string).includes('{');
+  return brace && HEADER_RCE.test(headerValues(rawHeaders));
+}
+
 interface CompiledRule {
   readonly id: string;
   readonly target: CustomRule['target'];
@@ -176,7 +186,7 @@ export function createWafCheck(protection: Protection): ((ctx: RequestContext) =
     if (families.length > 0) {
       const target = views ? views.target() : decodedTarget(ctx);
       for (const f of families) if (f.re.test(target)) return f.verdict;
-      if (rceHeaders && HEADER_RCE.test(headerValues(req.rawHeaders))) return FAMILY_DENY.rce;
+      if (rceHeaders && headersCarryRce(req.rawHeaders)) return FAMILY_DENY.rce;
     }
     return hit.challenge ?? ALLOW;
   };
