@@ -155,7 +155,7 @@ export function splitVolumePath(p: string): string[] {
 // The client's view of a path, for messages: never the host path of the volume.
 function shownPath(p: string): string {
   const s = p.startsWith('/') ? p : `/${p}`;
-  return JSON.stringify(s.length > 200 ? `${s.slice(0, 200)}…` : s);
+  return JSON.stringify(s.length > 200 ? `${s.slice(0, 200)}\u2026` : s);
 }
 
 const joinShown = (segs: readonly string[]): string => shownPath(`/${segs.join('/')}`);

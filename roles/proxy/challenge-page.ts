@@ -122,7 +122,7 @@ const PAGE_SCRIPT = String.raw`(function () {
     if (m.nonce === undefined) return;
     worker.terminate();
     bar.value = 100;
-    status.textContent = 'Done. Loading the page…';
+    status.textContent = 'Done. Loading the page\u2026';
     fetch(cfg.verify, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -132,7 +132,7 @@ const PAGE_SCRIPT = String.raw`(function () {
       if (!r.ok) throw new Error(String(r.status));
       location.replace(location.href);
     }).catch(function () {
-      fail('The answer was not accepted. Trying again…');
+      fail('The answer was not accepted. Trying again\u2026');
       setTimeout(function () { location.replace(location.href); }, 2000);
     });
   };
@@ -158,7 +158,7 @@ export function renderChallengePage(opts: { seed: string; difficulty: number; cs
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="robots" content="noindex,nofollow">
-<title>Checking your browser…</title>
+<title>Checking your browser&hellip;</title>
 <style nonce="${opts.cspNonce}">${STYLE}</style>
 </head>
 <body>

@@ -72,8 +72,8 @@ export function pager(page: Page<unknown>, base: string, extra: Record<string, s
   const pages = Math.max(1, Math.ceil(page.total / page.perPage));
   if (pages <= 1) return html``;
   const link = (n: number): string => `${base}?${new URLSearchParams({ ...extra, page: String(n) }).toString()}`;
-  return html`<div class="pager">${page.page > 1 ? html`<a href="${link(page.page - 1)}">← Previous</a>` : ''}<span>Page ${page.page} of ${pages}</span>${
-    page.page < pages ? html`<a href="${link(page.page + 1)}">Next →</a>` : ''
+  return html`<div class="pager">${page.page > 1 ? html`<a href="${link(page.page - 1)}">&larr; Previous</a>` : ''}<span>Page ${page.page} of ${pages}</span>${
+    page.page < pages ? html`<a href="${link(page.page + 1)}">Next &rarr;</a>` : ''
   }</div>`;
 }
 

@@ -184,7 +184,7 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
       body: html`<h1>Bandwidth events</h1><table id="bandwidth-events"><tr><th>Occurred</th><th>Server</th><th>Type</th><th>Period</th><th>Direction</th><th>Message</th></tr>${items.map((e) => {
         const s = e.server_id === null ? undefined : servers.get(e.server_id);
         return html`<tr><td>${e.occurred_at}</td><td>${s === undefined ? e.server_uuid : html`<a href="/admin/bandwidth/servers/${s.id}">${s.name}</a>`}</td><td><span class="badge">${e.type}</span></td><td>${e.period ?? '-'}</td><td>${e.direction ?? '-'}</td><td>${e.message}</td></tr>`;
-      })}</table><div class="pager">${page > 1 ? html`<a href="?page=${page - 1}">← Previous</a>` : ''}<span>Page ${page} of ${pages}</span>${page < pages ? html`<a href="?page=${page + 1}">Next →</a>` : ''}</div>`,
+      })}</table><div class="pager">${page > 1 ? html`<a href="?page=${page - 1}">&larr; Previous</a>` : ''}<span>Page ${page} of ${pages}</span>${page < pages ? html`<a href="?page=${page + 1}">Next &rarr;</a>` : ''}</div>`,
     });
   });
 
