@@ -10,8 +10,10 @@
  * `node scripts/bench.ts [node-agent] [proxy] [panel]` runs only the named sections (all without
  * arguments); each section replaces only its own part of docs/benchmarks.md.
  */
-import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { basename, join, dirname } from 'node:path';
 import { build } from 'esbuild';
 import { machine, waitForQuietKernel, writeSection } from './bench/report.ts';
@@ -30,7 +32,7 @@ function sh(cmd: string, args: string[], input?: string): string {
 /** Bundled like the shipped executable (no type stripping at run time), so RSS is the real one. */
 async function bundle(entry: string): Promise<string> {
   const out = join(ROOT, '.cache', 'bench', `${basename(entry, '.ts')}.cjs`);
-  await build({ entryPoints: [entry], outfile: out, bundle: true, platform: 'node', format: 'cjs', target: 'node24', external: ['cpu-features', '*.node'], logLevel: 'warning' });
+  await build({ entryPoints: [entry], outfile: out, bundle: true, platform: 'node', format: 'cjs', target: 'node24', external: ['cpu-features', '*.node'], minifyWhitespace: true, legalComments: 'none', logLevel: 'warning' });
   return out;
 }
 
@@ -56,13 +58,40 @@ async function nodeAgent(): Promise<Record<string, number>> {
   }
 }
 
-
+/**
+ * RSS of the built executable running `bandwidth-node serve` with the unit's settings, idle (no
+ * containers, the panel unreachable), after it settled: what the executable itself costs.
+ */
+async function idleExecutableRss(): Promise<{ rss: number; anon: number; file: number }> {
+  const exe = join(ROOT, 'dist', `hostkit-linux-${process.arch}`);
+  const dir = mkdtempSync(join(tmpdir(), 'hk-bench-idle-'));
+  try {
+    const token = join(dir, 'token');
+    writeFileSync(token, randomBytes(32).toString('hex'), { mode: 0o600 });
+    const config = join(dir, 'config.yaml');
+    writeFileSync(config, `panel: { url: "http://127.0.0.1:9", token_file: "${token}" }\ndatabase: { path: "${join(dir, 'agent.db')}" }\nscheduler: { enabled: false }\ncleanup: { enabled: false }\n`);
+    const env = Object.fromEntries(unitEnvironment().map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
+    const child = spawn(exe, ['node-agent', 'serve', '--config', config], { env: { ...process.env, ...env }, stdio: 'ignore' });
+    try {
+      await new Promise((r) => setTimeout(r, 6000));
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const mib = (field: string): number => Math.round(Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) / 1024);
+      return { rss: mib('VmRSS'), anon: mib('RssAnon'), file: mib('RssFile') };
+    } finally {
+      child.kill('SIGTERM');
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 async function nodeAgentBench(): Promise<void> {
   const date = new Date().toISOString().slice(0, 10);
   process.stdout.write(`bench: node agent, ${N} servers in a network namespace...\n`);
   const r = await nodeAgent();
   process.stdout.write(`${JSON.stringify(r)}\n`);
+  const idle = await idleExecutableRss();
+  process.stdout.write(`${JSON.stringify({ idle_executable: idle })}\n`);
   const body = [
     '',
     `${date}, ${machine()}.`,
@@ -73,7 +102,8 @@ async function nodeAgentBench(): Promise<void> {
     `| discovery of ${N} new containers (prepares their ${N} IFB devices) | ${r['discovery_ms']} ms | |`,
     `| PUT /limits for ${N} servers, first limits on them (${N * 2} HTB trees, ${N} ingress redirects) | ${r['put_limits_first_ms']} ms | < 1 s |`,
     `| PUT /limits for ${N} servers, every speed changed | ${r['put_limits_change_ms']} ms | < 1 s |`,
-    `| agent RSS after the runs, with the memory settings of docs/bandwidth-node.service (${unitEnvironment().join(', ')}): ${r['rss_file_mib']} MiB of Node's own executable pages (a bare idle \`node\` maps 34 MiB of them), ${r['rss_anon_mib']} MiB anonymous (V8's young generation ${r['new_space_mib']} MiB, live heap after a full GC ${r['heap_used_mib']} MiB) | ${r['rss_mib']} MiB | < 80 MiB |`,
+    `| agent RSS after the runs, with the memory settings of docs/bandwidth-node.service (${unitEnvironment().join(', ')}): ${r['rss_file_mib']} MiB of Node's own executable pages (a bare idle \`node\` maps 34 MiB of them), ${r['rss_anon_mib']} MiB anonymous (V8's young generation ${r['new_space_mib']} MiB, live heap after a full GC ${r['heap_used_mib']} MiB); the agent runs bundled like the executable, on the plain node binary | ${r['rss_mib']} MiB | < 80 MiB |`,
+    `| RSS of the built executable, \`bandwidth-node serve\` idle (no containers, panel unreachable) with the same settings: ${idle.file} MiB file-backed (node's code and read-only data the agent's work touches, and the bundle), ${idle.anon} MiB anonymous | ${idle.rss} MiB | < 80 MiB |`,
     '',
   ].join('\n');
   writeSection('Node agent', body);
