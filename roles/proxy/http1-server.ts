@@ -245,6 +245,8 @@ class Http1Connection implements Expiring {
   private res: FastResponse | null = null;
   private pumping = false;
   private lingerTimer: NodeJS.Timeout | undefined;
+  /** The client closed its sending side (sockets are half-open capable, as node's server's). */
+  private peerEnded = false;
 
   constructor(server: Http1ServerImpl, socket: Socket) {
     this.server = server;
@@ -253,6 +255,7 @@ class Http1Connection implements Expiring {
     this.deadline = deadlineIn(HEADERS_TIMEOUT_MS);
     CLIENT_DEADLINES.add(this);
     socket.on('data', this.onData);
+    socket.on('end', this.onEnd);
     socket.on('error', this.onError);
     socket.on('close', this.onClose);
   }
@@ -297,6 +300,16 @@ class Http1Connection implements Expiring {
   };
 
   private readonly onError = (): void => undefined;
+
+  /**
+   * The client sent its last byte (`printf ... | nc -N`, a script's `shutdown(SHUT_WR)`): what it
+   * sent is still answered, then this side ends too. A body cut short ends the connection.
+   */
+  private readonly onEnd = (): void => {
+    this.peerEnded = true;
+    if (this.state === State.Body) this.socket.destroy();
+    else if (this.state === State.Head || this.state === State.Discarding) this.socket.end();
+  };
 
   private readonly onClose = (): void => {
     if (this.state === State.Handed) return;
@@ -428,6 +441,8 @@ class Http1Connection implements Expiring {
     if (this.socket.isPaused()) this.socket.resume();
     if (buffered === null) this.deadline = deadlineIn(KEEP_ALIVE_MS);
     else this.pump();
+    // Every request a half-closed client sent is answered (or the rest is an incomplete head).
+    if (this.peerEnded && this.state === State.Head) this.socket.end();
   }
 
   /** Node's server takes the connection, with the bytes read so far. */
@@ -435,6 +450,7 @@ class Http1Connection implements Expiring {
     this.state = State.Handed;
     const socket = this.socket;
     socket.off('data', this.onData);
+    socket.off('end', this.onEnd);
     socket.off('error', this.onError);
     socket.off('close', this.onClose);
     CLIENT_DEADLINES.delete(this);

@@ -73,13 +73,17 @@ export async function startListeners(opts: {
   try {
     for (const address of opts.http) {
       const l = listener('http');
-      const socketServer = createNetServer((socket) => l.fast.accept(socket));
+      // Half-open like node's own server: a client that stops sending still gets its answers.
+      const socketServer = createNetServer({ allowHalfOpen: true }, (socket) => l.fast.accept(socket));
       listeners.push({ ...l, socketServer });
       addresses.push(`http://${await listen(socketServer, address, reusePort)}`);
     }
     for (const address of opts.https) {
       const l = listener('https');
-      const socketServer = createTlsServer({ SNICallback: (name, cb) => plane.sniCallback(name, cb), ALPNProtocols: ['http/1.1'], minVersion: 'TLSv1.2' }, (socket) => l.fast.accept(socket));
+      const socketServer = createTlsServer(
+        { SNICallback: (name, cb) => plane.sniCallback(name, cb), ALPNProtocols: ['http/1.1'], minVersion: 'TLSv1.2', allowHalfOpen: true },
+        (socket) => l.fast.accept(socket),
+      );
       // A refused SNI name or a non-TLS client: nothing to answer, the handshake is already over.
       socketServer.on('tlsClientError', (err) => logger.debug({ err: err.message }, 'TLS handshake failed'));
       listeners.push({ ...l, socketServer });

@@ -299,3 +299,16 @@ test('timeouts: an origin that does not answer is a 502 after read_timeout_ms; i
   });
   assert.ok(closedAfter >= 4500 && closedAfter < 7000, `closed ${Math.round(closedAfter)} ms after the answer`);
 });
+
+test('a client that half-closes after its requests still gets every answer, then the connection ends', async () => {
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1', () => socket.end(get('/echo?a') + get('/chunked')));
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    socket.on('close', () => resolve(got));
+    socket.on('error', reject);
+  });
+  const [a, b] = responses(text);
+  assert.match(JSON.parse(a?.body ?? '{}').head, /^GET \/echo\?a /);
+  assert.equal(b?.body, 'hello world');
+});
