@@ -33,6 +33,8 @@ test("anything outside the plain subset is left to node's parser", () => {
     'GET / HTTP/1.1\r\nHost: x\r\nX: a\x01b',
     'GET /a b HTTP/1.1\r\nHost: x',
     'G(T / HTTP/1.1\r\nHost: x',
+    'get / HTTP/1.1\r\nHost: x',
+    'PROPFIND / HTTP/1.1\r\nHost: x',
   ];
   for (const head of refused) assert.equal(parseRequestHead(head), undefined, JSON.stringify(head));
 });

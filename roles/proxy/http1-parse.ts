@@ -2,7 +2,7 @@
  * HTTP/1.1 message heads and chunked bodies, for the data plane's own server (http1-server.ts)
  * and origin client (origin-client.ts). The request parser is deliberately narrow: it accepts the
  * plain requests that make up nearly all traffic and returns undefined for anything else (another
- * version, Transfer-Encoding, Upgrade, Expect, absolute-form targets, obs-fold, bare CR or LF,
+ * version or method, Transfer-Encoding, Upgrade, Expect, absolute-form targets, obs-fold, bare CR or LF,
  * odd bytes, repeated Host or Content-Length), which the server then hands to node's llhttp with
  * its full strictness and error answers. The response parser is for origins: it accepts what
  * origins send and refuses (throws) what a proxy must not pass on.
@@ -36,6 +36,9 @@ const BAD_REQUEST_BYTE = /[^\t\r\n\x20-\x7e\x80-\xff]/;
 // Request targets in origin form: visible ASCII only (llhttp's strict set).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
 const DIGITS = /^\d{1,15}$/;
+// The methods the fast path serves; others (WebDAV, CONNECT, unknown ones llhttp refuses with
+// 400) go to node's parser.
+const FAST_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
 
 /** The status of an `HTTP/1.x NNN reason` line ending at `eol`; throws on anything else. */
 function statusOf(head: string, eol: number): number {
@@ -138,7 +141,7 @@ export function parseRequestHead(head: string): RequestHead | undefined {
   if (sp1 <= 0 || sp2 === -1 || requestLine.slice(sp2 + 1) !== 'HTTP/1.1') return undefined;
   const method = requestLine.slice(0, sp1);
   const target = requestLine.slice(sp1 + 1, sp2);
-  if (!isToken(method, 0, method.length) || method === 'CONNECT' || !ORIGIN_FORM.test(target)) return undefined;
+  if (!FAST_METHODS.has(method) || !ORIGIN_FORM.test(target)) return undefined;
   const headers: RequestHead['headers'] = {};
   const rawHeaders: string[] = [];
   let sawHost = false;
