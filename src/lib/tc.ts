@@ -890,9 +890,10 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
 
   /**
    * Runs when discovery finds new interfaces: creates their IFB devices, gives each its (empty) HTB
-   * root and brings it up, before any limit needs them. IFBs and roots are the slow part of a first
-   * apply (the kernel serializes them), so doing it as containers appear keeps limits pushes and
-   * throttles to HTB class changes. Returns counts and failures like apply.
+   * root and brings it up, and puts an (empty) ingress qdisc on the interface, before any limit
+   * needs them. IFBs and qdisc attachments are the slow part of a first apply (the kernel
+   * serializes them), so doing it as containers appear keeps limits pushes and throttles to HTB
+   * classes and one redirect filter. Returns counts and failures like apply.
    */
   function prepare(refs: InterfaceRef[]): Promise<ApplyResult> {
     return serial(async () => {
@@ -910,7 +911,22 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
       // traffic reaches an IFB until a redirect filter points at it, so an empty root changes nothing.
       merge(await runBatch(tcPath, lines((ifb) => `qdisc add dev ${ifb} root handle ${QDISC_HANDLE} htb default ${DEFAULT_MINOR_HEX}`, ROOT_TAKEN), 'tc'));
       merge(await runBatch(ipPath, lines((ifb) => `link set dev ${ifb} up`), 'ip'));
-      for (const r of fresh) if (!failures.has(r.iface)) prepared.set(r.iface, r.ifindex);
+      // The interface's ingress qdisc too: attaching one to a running device waits for the
+      // kernel's RCU machinery and was the slowest line left in a first limits push. Without a
+      // filter it passes every packet untouched; an apply without an upload cap removes it.
+      merge(
+        await runBatch(
+          tcPath,
+          fresh.filter((r) => !failures.has(r.iface)).map((r) => ({ cmd: `qdisc replace dev ${r.iface} handle ffff: ingress`, dir: 'up' as const, owner: r.iface })),
+          'tc',
+        ),
+      );
+      for (const r of fresh) {
+        if (!failures.has(r.iface)) prepared.set(r.iface, r.ifindex);
+        // The kernel now holds state no cache entry describes (after a remove(), say): the next
+        // apply reads it.
+        cache.delete(r.iface);
+      }
       return {
         applied: fresh.length - failures.size,
         unchanged: refs.length - fresh.length,

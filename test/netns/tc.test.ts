@@ -304,15 +304,21 @@ describe('tc in network namespaces', async () => {
     const ifbs = JSON.parse(await sh('ip', ['-n', NS_C, '-j', 'link', 'show', 'type', 'ifb'])) as unknown[];
     assert.equal(ifbs.length, 0, 'every IFB was deleted');
   });
-  it('prepare creates IFBs ahead of limits; apply keeps them, remove deletes them', async (t) => {
+  it('prepare creates IFBs and an empty ingress qdisc ahead of limits; apply keeps the IFB, remove deletes it', async (t) => {
     if (skip) return t.skip(`!!! SKIPPED: ${skip} !!!`);
     const prep = createTrafficControl({ netns: NS_A });
     const ifb = ifbName(hostIfindex);
+    const ingress = async (): Promise<string> => sh('tc', ['-n', NS_A, 'qdisc', 'show', 'dev', HOST_VETH, 'ingress']);
+    // Earlier tests shaped this interface: start from a bare one.
+    await prep.remove([{ iface: HOST_VETH, ifindex: hostIfindex }]);
     assert.deepEqual(await prep.prepare([{ iface: HOST_VETH, ifindex: hostIfindex }]), { applied: 1, unchanged: 0, failed: [] });
     assert.match(await sh('ip', ['-n', NS_A, 'link', 'show', 'dev', ifb]), /state UNKNOWN|UP/);
+    assert.match(await ingress(), /qdisc ingress ffff:/);
+    assert.equal((await sh('tc', ['-n', NS_A, 'filter', 'show', 'dev', HOST_VETH, 'parent', 'ffff:'])).trim(), '', 'no redirect before a limit');
     assert.deepEqual(await prep.prepare([{ iface: HOST_VETH, ifindex: hostIfindex }]), { applied: 0, unchanged: 1, failed: [] });
     assert.deepEqual(await prep.apply([shape(null, 10)]), { applied: 1, unchanged: 0, failed: [] });
     assert.deepEqual(await prep.apply([shape(10, null)]), { applied: 1, unchanged: 0, failed: [] });
+    assert.doesNotMatch(await ingress(), /ingress/, 'no upload cap: the ingress qdisc is gone');
     assert.match(await sh('ip', ['-n', NS_A, 'link', 'show', 'dev', ifb]), new RegExp(ifb), 'the IFB outlives its up rule');
     await prep.remove([{ iface: HOST_VETH, ifindex: hostIfindex }]);
     await assert.rejects(sh('ip', ['-n', NS_A, 'link', 'show', 'dev', ifb]), /does not exist|Cannot find/);
