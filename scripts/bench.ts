@@ -99,7 +99,7 @@ async function nodeAgentBench(): Promise<void> {
     '| measure | result | target |',
     '|---|---|---|',
     `| one cycle (meter + account + store + enforce), ${N} servers, CPU median of 20 | ${r['cycle_cpu_ms_median']} ms (wall ${r['cycle_wall_ms_median']} ms) | < 50 ms CPU |`,
-    `| discovery of ${N} new containers (prepares their ${N} IFB devices) | ${r['discovery_ms']} ms | |`,
+    `| discovery of ${N} new containers (prepares their ${N} IFB devices and ingress qdiscs) | ${r['discovery_ms']} ms | |`,
     `| PUT /limits for ${N} servers, first limits on them (${N * 2} HTB trees, ${N} ingress redirects) | ${r['put_limits_first_ms']} ms | < 1 s |`,
     `| PUT /limits for ${N} servers, every speed changed | ${r['put_limits_change_ms']} ms | < 1 s |`,
     `| agent RSS after the runs, with the memory settings of docs/bandwidth-node.service (${unitEnvironment().join(', ')}): ${r['rss_file_mib']} MiB of Node's own executable pages (a bare idle \`node\` maps 34 MiB of them), ${r['rss_anon_mib']} MiB anonymous (V8's young generation ${r['new_space_mib']} MiB, live heap after a full GC ${r['heap_used_mib']} MiB); the agent runs bundled like the executable, on the plain node binary | ${r['rss_mib']} MiB | < 80 MiB |`,
