@@ -4,10 +4,15 @@
  * container daemon (spec/3 §2.8). The engine is allowed to be down: every call then rejects with
  * an AppError `ERR_DOCKER_UNAVAILABLE` naming the endpoint, and the event watcher keeps retrying,
  * so a caller logs and carries on serving what it already knows.
+ *
+ * The engine is spoken to directly (four GET endpoints over node:http), not through dockerode:
+ * dockerode loads gRPC, protobuf and an SSH client at require time, about 30 MiB of memory in
+ * every process that watches containers (docs/decisions.md "The executable's memory").
  */
 import { readFile } from 'node:fs/promises';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
-import Dockerode from 'dockerode';
 import type { Logger } from 'pino';
 import { AppError, errorMessage } from '../core/app-error.ts';
 
@@ -133,10 +138,97 @@ function compareApi(a: [number, number], b: [number, number]): number {
   return a[0] - b[0] || a[1] - b[1];
 }
 
+/** The engine's answers this module reads (Engine API, any version since 1.24). */
+interface EngineVersion {
+  Version?: string;
+  ApiVersion?: string;
+  MinAPIVersion?: string;
+}
+interface EngineContainer {
+  Id: string;
+  Names: string[];
+  Labels?: Record<string, string> | null;
+  State?: string;
+}
+interface EngineInspect {
+  Id: string;
+  Name: string;
+  Config?: { Labels?: Record<string, string> | null };
+  State?: { Running?: boolean; Pid?: number };
+}
+
+/** An HTTP error answer of the engine (its JSON `message` when it sent one). */
+class EngineHttpError extends Error {
+  readonly statusCode: number;
+  readonly json: { message?: unknown } | undefined;
+  constructor(statusCode: number, body: string) {
+    let json: { message?: unknown } | undefined;
+    try {
+      json = JSON.parse(body) as { message?: unknown };
+    } catch {
+      json = undefined;
+    }
+    super(typeof json?.message === 'string' ? json.message : body.trim().slice(0, 200) || `HTTP ${statusCode}`);
+    this.statusCode = statusCode;
+    this.json = json;
+  }
+}
+
+/** How to reach the engine: a unix socket, or TCP with or without TLS. */
+interface Transport {
+  socketPath?: string;
+  host?: string;
+  port?: number;
+  tls?: { cert: Buffer; key: Buffer; ca: Buffer };
+}
+
+/**
+ * One GET to the engine; resolves with the response once its status is 2xx (the body unread), or
+ * rejects with EngineHttpError or the socket's error. `timeoutMs` bounds the wait for an answer
+ * and for each later pause in it; undefined: none (the event stream idles between events).
+ */
+function engineGet(t: Transport, path: string, timeoutMs: number | undefined): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const common = { method: 'GET', path, headers: { accept: 'application/json' }, agent: false as const };
+    const req = t.tls
+      ? httpsRequest({ ...common, host: t.host, port: t.port, cert: t.tls.cert, key: t.tls.key, ca: t.tls.ca })
+      : httpRequest(t.socketPath !== undefined ? { ...common, socketPath: t.socketPath } : { ...common, host: t.host, port: t.port });
+    if (timeoutMs !== undefined) {
+      req.setTimeout(timeoutMs, () => req.destroy(Object.assign(new Error(`no answer within ${timeoutMs} ms`), { code: 'ETIMEDOUT' })));
+    }
+    req.on('error', reject);
+    req.on('response', (res) => {
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status < 300) {
+        resolve(res);
+        return;
+      }
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => {
+        // An error answer is a short JSON message; more than this is not read into memory.
+        if (body.length < 64 * 1024) body += c;
+      });
+      res.on('end', () => reject(new EngineHttpError(status, body)));
+      res.on('error', reject);
+    });
+    req.end();
+  });
+}
+
+/** One GET whose JSON answer is read whole. */
+async function engineJson<T>(t: Transport, path: string, timeoutMs: number): Promise<T> {
+  const res = await engineGet(t, path, timeoutMs);
+  let body = '';
+  res.setEncoding('utf8');
+  for await (const chunk of res) body += chunk as string;
+  return JSON.parse(body) as T;
+}
+
 interface Client {
-  api: Dockerode;
-  /** Same engine without the request timeout: an idle event stream is not a hung request. */
-  events: Dockerode;
+  transport: Transport;
+  /** `/v1.44`: the prefix of every versioned path. */
+  prefix: string;
   apiVersion: string;
 }
 
@@ -159,15 +251,14 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
     if (code === 'ENOENT' && ep.socketPath !== undefined) reason = `no socket at ${ep.socketPath} (is the engine running?)`;
     else if (code === 'ECONNREFUSED') reason = 'connection refused (is the engine running?)';
     else if (code === 'EACCES') reason = `permission denied on ${ep.socketPath ?? ep.text}`;
-    // docker-modem aborts a request at its timeout, which surfaces as a bare hang-up
-    else if (code === 'ECONNRESET') reason = `no answer within ${timeout} ms, or the connection was reset (${reason})`;
+    else if (code === 'ECONNRESET') reason = `the connection was reset (${reason})`;
     return new AppError('ERR_DOCKER_UNAVAILABLE', `container engine unreachable at ${ep.text} (${what}): ${reason}`, {
       status: 503,
       cause: err,
     });
   }
 
-  /** Maps anything a dockerode call throws to one AppError with a message an operator can act on. */
+  /** Maps anything an engine call throws to one AppError with a message an operator can act on. */
   function toAppError(err: unknown, what: string): AppError {
     if (err instanceof AppError) return err;
     const e = err as { statusCode?: unknown; json?: { message?: unknown } } | null;
@@ -183,12 +274,9 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
     return unavailable(err, what);
   }
 
-  async function modemOptions(): Promise<Dockerode.DockerOptions> {
-    if (ep.socketPath !== undefined) {
-      // host: undefined explicitly, or a DOCKER_HOST in the environment would win over the socket
-      return { socketPath: ep.socketPath, host: undefined };
-    }
-    if (opts.tls === undefined) return { host: ep.host, port: ep.port, protocol: 'http' };
+  async function transport(): Promise<Transport> {
+    if (ep.socketPath !== undefined) return { socketPath: ep.socketPath };
+    if (opts.tls === undefined) return { host: ep.host, port: ep.port };
     const dir = opts.tls.certPath;
     let pem: [Buffer, Buffer, Buffer];
     try {
@@ -203,15 +291,14 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
         cause: err,
       });
     }
-    return { host: ep.host, port: ep.port, protocol: 'https', cert: pem[0], key: pem[1], ca: pem[2] };
+    return { host: ep.host, port: ep.port, tls: { cert: pem[0], key: pem[1], ca: pem[2] } };
   }
 
   async function negotiate(): Promise<Client> {
-    const base = await modemOptions();
-    const probe = new Dockerode({ ...base, timeout });
-    let v: Dockerode.DockerVersion & { MinAPIVersion?: string };
+    const t = await transport();
+    let v: EngineVersion;
     try {
-      v = await probe.version();
+      v = await engineJson<EngineVersion>(t, '/version', timeout);
     } catch (err) {
       throw toAppError(err, 'GET /version');
     }
@@ -229,11 +316,7 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
     }
     const apiVersion = `${chosen[0]}.${chosen[1]}`;
     log.info({ endpoint: ep.text, engine: v.Version, engineApi: v.ApiVersion, apiVersion }, 'container engine connected');
-    return {
-      api: new Dockerode({ ...base, timeout, version: `v${apiVersion}` }),
-      events: new Dockerode({ ...base, version: `v${apiVersion}` }),
-      apiVersion,
-    };
+    return { transport: t, prefix: `/v${apiVersion}`, apiVersion };
   }
 
   // One negotiation shared by concurrent callers; dropped when the engine goes away, because the
@@ -264,20 +347,20 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
     }
   }
 
-  function fromInspect(d: Dockerode.ContainerInspectInfo): ContainerInfo {
+  function fromInspect(d: EngineInspect): ContainerInfo {
     const running = d.State?.Running === true;
     return {
       id: d.Id,
       name: d.Name.replace(/^\//, ''),
       labels: { ...(d.Config?.Labels ?? {}) },
       running,
-      pid: running ? (d.State.Pid ?? 0) : 0,
+      pid: running ? (d.State?.Pid ?? 0) : 0,
     };
   }
 
   async function inspect(id: string): Promise<ContainerInfo | null> {
     try {
-      return fromInspect(await call(`inspect ${id}`, (c) => c.api.getContainer(id).inspect()));
+      return fromInspect(await call(`inspect ${id}`, (c) => engineJson<EngineInspect>(c.transport, `${c.prefix}/containers/${encodeURIComponent(id)}/json`, timeout)));
     } catch (err) {
       if (err instanceof AppError && (err.cause as { statusCode?: unknown } | undefined)?.statusCode === 404) return null;
       throw err;
@@ -285,7 +368,7 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
   }
 
   async function list(lopts: ListOptions = {}): Promise<ContainerInfo[]> {
-    const rows = await call('list containers', (c) => c.api.listContainers({ all: true }));
+    const rows = await call('list containers', (c) => engineJson<EngineContainer[]>(c.transport, `${c.prefix}/containers/json?all=1`, timeout));
     const picked = rows
       .map((r) => ({
         id: r.Id,
@@ -312,7 +395,7 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
 
   function watch(onEvent: (e: ContainerEvent) => void): () => void {
     let stopped = false;
-    let stream: (NodeJS.ReadableStream & { destroy?: () => void }) | undefined;
+    let stream: IncomingMessage | undefined;
     let timer: NodeJS.Timeout | undefined;
     let delay = RETRY_MIN_MS;
     let outage = false;
@@ -361,17 +444,17 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
     async function connect(): Promise<void> {
       timer = undefined;
       if (stopped) return;
-      let s: NodeJS.ReadableStream & { destroy?: () => void };
+      let s: IncomingMessage;
       try {
-        const query: Dockerode.GetEventsOptions = { filters: { type: ['container'], event: [...ACTIONS] } };
-        if (lastNano !== undefined) query.since = Number(lastNano / 1_000_000_000n);
-        s = await call('GET /events', (c) => c.events.getEvents(query));
+        let query = `filters=${encodeURIComponent(JSON.stringify({ type: ['container'], event: [...ACTIONS] }))}`;
+        if (lastNano !== undefined) query += `&since=${lastNano / 1_000_000_000n}`;
+        s = await call('GET /events', (c) => engineGet(c.transport, `${c.prefix}/events?${query}`, undefined));
       } catch (err) {
         retry(err);
         return;
       }
       if (stopped) {
-        s.destroy?.();
+        s.destroy();
         return;
       }
       stream = s;
@@ -409,7 +492,7 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
       stopped = true;
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
-      stream?.destroy?.();
+      stream?.destroy();
       stream = undefined;
     };
   }
