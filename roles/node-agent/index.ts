@@ -2,6 +2,7 @@ import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, subcommand } from '../../src/core/cli.ts';
 import { loadNodeAgentConfig, nodeAgentConfigPath, DEFAULT_CONFIG_PATH } from './config.ts';
 import { agentSocketPath, historyCommand, statsCommand, statusCommand, unthrottleCommand } from './cli.ts';
+import { useAgentMemoryProfile } from './memory-profile.ts';
 
 const CONFIG_HELP = `config file (default: $BANDWIDTH_NODE_CONFIG, else ${DEFAULT_CONFIG_PATH})`;
 
@@ -14,6 +15,8 @@ export const nodeAgentRole: RoleDefinition = {
     subcommand(cmd, 'serve', 'run the agent (metering, quotas, tc enforcement, node API, panel client)')
       .option('-c, --config <file>', CONFIG_HELP)
       .action(async (opts: { config?: string }) => {
+        // Before the daemon's modules load: they are the first thing the profile keeps small.
+        useAgentMemoryProfile();
         // Loaded on demand: the daemon's dependencies (Docker client, tc) are not needed by the CLI commands.
         const { serveNodeAgent } = await import('./serve.ts');
         await serveNodeAgent(nodeAgentConfigPath(opts.config));

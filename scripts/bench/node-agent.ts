@@ -9,13 +9,9 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { getHeapSpaceStatistics } from 'node:v8';
-import pino from 'pino';
-import { readCounters } from '../../src/lib/veth.ts';
-import { createTrafficControl } from '../../src/lib/tc.ts';
-import { createAgent, type ManagedContainer } from '../../roles/node-agent/agent.ts';
-import { openAgentStore } from '../../roles/node-agent/store.ts';
+import type { ManagedContainer } from '../../roles/node-agent/agent.ts';
 import type { PanelClient } from '../../roles/node-agent/panel-client.ts';
-import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
+import { useAgentMemoryProfile } from '../../roles/node-agent/memory-profile.ts';
 
 const N = Number(process.argv[2] ?? 1000);
 const CYCLES = 20;
@@ -31,6 +27,14 @@ function uuid(i: number): string {
 }
 
 async function main(): Promise<void> {
+  // As `bandwidth-node serve` does, before the agent's modules are loaded.
+  useAgentMemoryProfile();
+  const { default: pino } = await import('pino');
+  const { readCounters } = await import('../../src/lib/veth.ts');
+  const { createTrafficControl } = await import('../../src/lib/tc.ts');
+  const { createAgent } = await import('../../roles/node-agent/agent.ts');
+  const { openAgentStore } = await import('../../roles/node-agent/store.ts');
+  const { validateNodeAgentConfig } = await import('../../src/contracts/validators.js');
   const dir = mkdtempSync(join(tmpdir(), 'hk-bench-agent-'));
   const config = { panel: { url: 'http://127.0.0.1:9', token_file: '/dev/null' }, database: { path: join(dir, 'agent.db') }, scheduler: { enabled: false }, cleanup: { enabled: false } };
   if (!validateNodeAgentConfig(config)) throw new Error('bench config invalid');
