@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChunkedDecoder, OriginProtocolError, parseRequestHead, parseResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, OriginProtocolError, PartialHead, parseRequestHead, parseResponseHead } from './http1-parse.ts';
 
 test('plain requests parse into node-shaped headers: repeats joined as node joins them, the first Host and type kept', () => {
   const head = parseRequestHead('POST /a?b=1 HTTP/1.1\r\nHost: x.test\r\nAccept: a\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\nContent-Type: t1\r\nContent-Type: t2\r\nContent-Length: 3\r\nConnection: close');
@@ -75,4 +75,19 @@ test('chunked bodies decode across any split, with extensions and trailers; bad 
   }
   assert.equal(new ChunkedDecoder(() => undefined).push(Buffer.from('5\r\nhello\r\n0\r\n\r\nNEXT')), 15);
   for (const bad of ['z\r\n', '5\r\nhelloXX\r\n', '5\nhello']) assert.throws(() => new ChunkedDecoder(() => undefined).push(Buffer.from(bad)), OriginProtocolError, bad);
+});
+
+test('a head arriving a byte at a time is joined whole and its end found once complete, a split CRLF CRLF included', () => {
+  const wire = Buffer.from('GET /x HTTP/1.1\r\nHost: a\r\nX-Long: ' + 'v'.repeat(5000) + '\r\n\r\nBODY');
+  const p = new PartialHead();
+  let buf: Buffer = wire.subarray(0, 1);
+  let found = p.end(buf);
+  for (let i = 1; i < wire.length && found === -1; i++) {
+    buf = p.append(buf, wire.subarray(i, i + 1));
+    found = p.end(buf);
+  }
+  assert.equal(found, wire.indexOf('\r\n\r\n'));
+  assert.equal(buf.toString(), wire.subarray(0, found + 4).toString());
+  // Bytes that did not come from append() are searched from their start.
+  assert.equal(p.end(Buffer.from('a\r\n\r\n')), 1);
 });

@@ -322,3 +322,44 @@ export class ChunkedDecoder {
     }
   }
 }
+
+/**
+ * A message head arriving in pieces: appended into room that doubles as needed, and searched for
+ * its end only where the newest bytes can complete it, so a head sent a byte at a time costs
+ * linear work. (Joining and searching from the start on every piece would be quadratic: a
+ * slow-client denial of service that llhttp, parsing incrementally, does not have.) One per
+ * connection.
+ */
+export class PartialHead {
+  private room: Buffer | null = null;
+  /** The last bytes append() returned: the start of `room`. */
+  private joined: Buffer | null = null;
+  /** The bytes end() last searched without finding the end, and how far. */
+  private searchedBuf: Buffer | null = null;
+  private searched = 0;
+
+  /** `prev` followed by `chunk`; reuses the room when `prev` is what the last call returned. */
+  append(prev: Buffer, chunk: Buffer): Buffer {
+    const need = prev.length + chunk.length;
+    if (prev !== this.joined || this.room === null || need > this.room.length) {
+      this.room = Buffer.allocUnsafe(Math.max(need * 2, 1024));
+      prev.copy(this.room, 0);
+    }
+    chunk.copy(this.room, prev.length);
+    const joined = this.room.subarray(0, need);
+    if (this.searchedBuf === prev) this.searchedBuf = joined;
+    this.joined = joined;
+    return joined;
+  }
+
+  /** Where the CRLF CRLF ending the head starts in `buf`, or -1. */
+  end(buf: Buffer): number {
+    const from = buf === this.searchedBuf ? Math.max(0, this.searched - 3) : 0;
+    const at = buf.indexOf('\r\n\r\n', from, 'latin1');
+    if (at === -1) {
+      this.searchedBuf = buf;
+      this.searched = buf.length;
+    }
+    return at;
+  }
+}

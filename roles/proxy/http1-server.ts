@@ -16,7 +16,7 @@ import { STATUS_CODES, type OutgoingHttpHeaders, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
-import { parseRequestHead, type RequestHead } from './http1-parse.ts';
+import { PartialHead, parseRequestHead, type RequestHead } from './http1-parse.ts';
 
 /**
  * How long an unread request body may keep arriving after the answer: read and dropped until
@@ -244,6 +244,7 @@ class Http1Connection implements Expiring {
   private req: FastRequest | null = null;
   private res: FastResponse | null = null;
   private pumping = false;
+  private readonly partial = new PartialHead();
   private lingerTimer: NodeJS.Timeout | undefined;
   /** The client closed its sending side (sockets are half-open capable, as node's server's). */
   private peerEnded = false;
@@ -281,14 +282,14 @@ class Http1Connection implements Expiring {
           // A new head: it has HEADERS_TIMEOUT_MS from its first byte.
           this.deadline = deadlineIn(HEADERS_TIMEOUT_MS);
           this.buf = chunk;
-        } else this.buf = Buffer.concat([this.buf, chunk]);
+        } else this.buf = this.partial.append(this.buf, chunk);
         this.pump();
         return;
       case State.Body:
         this.feedBody(chunk);
         return;
       case State.Responding:
-        this.buf = this.buf === null ? chunk : Buffer.concat([this.buf, chunk]);
+        this.buf = this.buf === null ? chunk : this.partial.append(this.buf, chunk);
         if (this.buf.length > PIPELINE_BUFFER) this.socket.pause();
         return;
       case State.Discarding:
@@ -339,7 +340,7 @@ class Http1Connection implements Expiring {
   private dispatchOne(): boolean {
     const buf = this.buf as Buffer;
     const max = this.server.maxHeaderSize;
-    const end = buf.indexOf('\r\n\r\n', 0, 'latin1');
+    const end = this.partial.end(buf);
     if (end === -1) {
       if (buf.length > max) this.handOff();
       return false;

@@ -13,7 +13,7 @@ import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
-import { ChunkedDecoder, parseResponseHead, type ResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, PartialHead, parseResponseHead, type ResponseHead } from './http1-parse.ts';
 
 /** Error codes of this client besides the socket's own (ECONNREFUSED, ECONNRESET, ...). */
 export const ORIGIN_ERRORS = {
@@ -113,6 +113,8 @@ const RETRYABLE = new Set(['GET', 'HEAD', 'OPTIONS']);
 class OriginExchange implements Exchange {
   private conn: Conn | null = null;
   private head: Buffer | null = null;
+  /** Made when a response head arrives in more than one piece. */
+  private partial: PartialHead | null = null;
   private response: ResponseHead | null = null;
   private remaining = 0;
   private decoder: ChunkedDecoder | null = null;
@@ -263,9 +265,13 @@ class OriginExchange implements Exchange {
     this.transient = transient;
     (this.conn as Conn).deadline = deadlineIn(this.pool.target.readTimeoutMs);
     if (this.response === null) {
-      let all = this.head ? Buffer.concat([this.head, buf]) : buf;
+      let all = buf;
+      if (this.head) {
+        this.partial ??= new PartialHead();
+        all = this.partial.append(this.head, buf);
+      }
       for (;;) {
-        const end = all.indexOf('\r\n\r\n', 0, 'latin1');
+        const end = this.partial ? this.partial.end(all) : all.indexOf('\r\n\r\n', 0, 'latin1');
         if (end === -1) {
           if (all.length > MAX_HEAD_BYTES) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin response head too large'));
           this.head = transient && all === buf ? Buffer.from(all) : all;

@@ -312,3 +312,27 @@ test('a client that half-closes after its requests still gets every answer, then
   assert.match(JSON.parse(a?.body ?? '{}').head, /^GET \/echo\?a /);
   assert.equal(b?.body, 'hello world');
 });
+
+test('a head sent a byte at a time is served (incrementally parsed, not rescanned)', async () => {
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1');
+    const bytes = Buffer.from(get('/echo?slow', `X-Pad: ${'p'.repeat(2000)}\r\n`));
+    let i = 0;
+    let got = '';
+    const timer = setInterval(() => {
+      // Several bytes per tick keeps the test short; each write is its own read on the proxy side.
+      for (let k = 0; k < 16 && i < bytes.length; k++) socket.write(bytes.subarray(i, ++i));
+      if (i >= bytes.length) clearInterval(timer);
+    }, 1);
+    socket.setNoDelay(true);
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (responses(got).length >= 1) {
+        socket.destroy();
+        resolve(got);
+      }
+    });
+    socket.on('error', reject);
+  });
+  assert.match(JSON.parse(responses(text)[0]?.body ?? '{}').head, /^GET \/echo\?slow /);
+});
