@@ -147,7 +147,13 @@ export class FastResponse extends EventEmitter {
         else line(name, value);
       }
     }
-    if (this.extra) for (const name in this.extra) if (!head.includes(`\r\n${name}: `)) line(name, this.extra[name] as string);
+    // setHeader values, unless writeHead names the header too (as node's writeHead wins).
+    if (this.extra) {
+      for (const name in this.extra) {
+        const given = Array.isArray(headers) ? headers.some((v, i) => i % 2 === 0 && v === name) : name in headers;
+        if (!given) line(name, this.extra[name] as string);
+      }
+    }
     if (!date) head += currentDateLine();
     const noBody = this.bodyless || status === 204 || status === 304 || status < 200;
     if (!length && !noBody) {

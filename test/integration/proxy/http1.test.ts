@@ -53,6 +53,15 @@ function takeRequest(buf: Buffer): { head: string; body: Buffer; rest: Buffer } 
   return { head, body: buf.subarray(end + 4, end + 4 + length), rest: buf.subarray(end + 4 + length) };
 }
 
+/** Answers written as they are, by path. */
+const CANNED: Readonly<Record<string, string>> = {
+  '/early': 'HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
+  '/nocontent': 'HTTP/1.1 204 No Content\r\nX-Empty: 1\r\n\r\n',
+  '/hop': 'HTTP/1.1 200 OK\r\nConnection: x-private, keep-alive\r\nKeep-Alive: timeout=5\r\nX-Private: secret\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok',
+  // Two different lengths: an answer a proxy must not pass on.
+  '/bad': 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok',
+};
+
 /** The origin's answers, by path. */
 function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: boolean }): void {
   const path = (head.split(' ')[1] ?? '/').replace(/\?.*/, '');
@@ -69,15 +78,6 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
     case '/close':
       socket.end('HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nclose-delimited');
       return;
-    case '/early':
-      socket.write('HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
-      return;
-    case '/nocontent':
-      socket.write('HTTP/1.1 204 No Content\r\nX-Empty: 1\r\n\r\n');
-      return;
-    case '/hop':
-      socket.write('HTTP/1.1 200 OK\r\nConnection: x-private, keep-alive\r\nKeep-Alive: timeout=5\r\nX-Private: secret\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok');
-      return;
     case '/then-drop':
       state.dropNext = true;
       socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst');
@@ -85,10 +85,12 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
     case '/hang':
       // Never answers: the proxy's read timeout decides.
       return;
-    case '/bad':
-      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok');
-      return;
     default: {
+      const canned = CANNED[path];
+      if (canned !== undefined) {
+        socket.write(canned);
+        return;
+      }
       const json = JSON.stringify({ head, length: body.length, sha: createHash('sha256').update(body).digest('hex') });
       socket.write(`HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(json)}\r\n\r\n${json}`);
     }
