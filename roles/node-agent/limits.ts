@@ -3,7 +3,7 @@
  * limits: each entry validated on its own (a bad entry counts as failed, spec/1 §4.1 rule 5),
  * missing fields taken from the override-row defaults of spec/1 §2.9.
  */
-import { isTimeZone } from '../../src/core/config-checks.ts';
+import { isTimeZone } from '../../src/lib/calendar.ts';
 import type { LimitsPayload } from '../../src/contracts/types.ts';
 import type { Limits } from './accounting.ts';
 

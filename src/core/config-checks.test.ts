@@ -1,18 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { at, checkPositiveDurations, httpUrlProblem, isIpOrCidr, isTimeZone, parseListen } from './config-checks.ts';
+import { at, checkPositiveDurations, httpUrlProblem, isIpOrCidr, parseListen } from './config-checks.ts';
 import type { ConfigProblem } from './config-loader.ts';
 
 test('at reads JSON pointers and tolerates missing steps', () => {
   assert.equal(at({ a: { b: [1, 2] } }, '/a/b/1'), 2);
   assert.equal(at({ a: 1 }, '/a/b'), undefined);
-});
-
-test('time zones are IANA names', () => {
-  assert.ok(isTimeZone('UTC'));
-  assert.ok(isTimeZone('Europe/Berlin'));
-  assert.ok(!isTimeZone('Mars/Olympus'));
-  assert.ok(!isTimeZone(''));
 });
 
 test('durations must be positive', () => {

@@ -5,6 +5,7 @@
  */
 import { isIP } from 'node:net';
 import type { ConfigProblem } from './config-loader.ts';
+import { isTimeZone } from '../lib/calendar.ts';
 import { parseDuration } from '../lib/units.ts';
 
 /** Reads a value by JSON pointer (`/a/b/0`); undefined when any step is missing. */
@@ -22,17 +23,6 @@ export function checkPositiveDurations(config: unknown, pointers: readonly strin
   for (const path of pointers) {
     const ms = parseDuration(at(config, path));
     if (ms === 0) problems.push({ path, message: 'must be a positive duration' });
-  }
-}
-
-/** True for a name the runtime's time-zone database knows (IANA names such as Europe/Berlin). */
-export function isTimeZone(name: string): boolean {
-  if (name === '') return false;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
-  } catch {
-    return false;
   }
 }
 

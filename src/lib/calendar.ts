@@ -4,6 +4,8 @@
  * Used by the node agent's accounting and history and by the container daemon's daily quotas.
  */
 
+import { readZoneFile, type OffsetAt } from './zoneinfo.ts';
+
 export type Period = 'day' | 'week' | 'month';
 export const PERIODS: readonly Period[] = ['day', 'week', 'month'];
 
@@ -17,48 +19,75 @@ interface LocalParts {
   weekday: number; // 0 = Monday ... 6 = Sunday
 }
 
-const formatters = new Map<string, Intl.DateTimeFormat>();
-const WEEKDAYS: Record<string, number> = { Mon: 0, Tue: 1, Wed: 2, Thu: 3, Fri: 4, Sat: 5, Sun: 6 };
 
-function formatter(tz: string): Intl.DateTimeFormat {
-  let f = formatters.get(tz);
-  if (!f) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone: tz,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: 'numeric',
-      day: 'numeric',
-      hour: 'numeric',
-      minute: 'numeric',
-      second: 'numeric',
-      weekday: 'short',
-    });
-    formatters.set(tz, f);
-  }
-  return f;
+/** Offsets from Intl, for a zone the host's tz database lacks (or a host without one). */
+function intlOffsets(tz: string): OffsetAt {
+  const f = new Intl.DateTimeFormat('en-US', {
+    timeZone: tz,
+    hourCycle: 'h23',
+    year: 'numeric',
+    month: 'numeric',
+    day: 'numeric',
+    hour: 'numeric',
+    minute: 'numeric',
+    second: 'numeric',
+  });
+  return (ms) => {
+    const out: Record<string, string> = {};
+    for (const p of f.formatToParts(ms)) out[p.type] = p.value;
+    const asUtc = Date.UTC(Number(out['year']), Number(out['month']) - 1, Number(out['day']), Number(out['hour']), Number(out['minute']), Number(out['second']));
+    return asUtc - Math.floor(ms / 1000) * 1000;
+  };
 }
 
-/** The wall-clock fields of `ms` in zone `tz`. */
-export function localParts(ms: number, tz: string): LocalParts {
-  const out: Record<string, string> = {};
-  for (const p of formatter(tz).formatToParts(ms)) out[p.type] = p.value;
-  return {
-    year: Number(out['year']),
-    month: Number(out['month']),
-    day: Number(out['day']),
-    hour: Number(out['hour']),
-    minute: Number(out['minute']),
-    second: Number(out['second']),
-    weekday: WEEKDAYS[out['weekday'] ?? 'Mon'] ?? 0,
-  };
+const ZONE_CACHE_MAX = 1000;
+const zones = new Map<string, OffsetAt>();
+const utc: OffsetAt = () => 0;
+
+/** The offsets of zone `tz`: the host's tz database first, Intl when it lacks the zone. Throws for an unknown zone. */
+function zone(tz: string): OffsetAt {
+  let z = zones.get(tz);
+  if (!z) {
+    z = tz === 'UTC' ? utc : (readZoneFile(tz) ?? intlOffsets(tz));
+    if (zones.size >= ZONE_CACHE_MAX) zones.clear();
+    zones.set(tz, z);
+  }
+  return z;
+}
+
+/** ICU's canonical zone names: a cheap first check that creates no formatter. */
+let canonicalZones: Set<string> | undefined;
+
+/** True for a name of an IANA time zone (Europe/Berlin, UTC, aliases such as Asia/Kolkata). */
+export function isTimeZone(name: string): boolean {
+  if (name === '') return false;
+  canonicalZones ??= new Set(Intl.supportedValuesOf('timeZone'));
+  if (name === 'UTC' || canonicalZones.has(name) || zones.has(name) || readZoneFile(name)) return true;
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Offset of `tz` from UTC at instant `ms`, in milliseconds (positive east of Greenwich). */
 function offsetAt(ms: number, tz: string): number {
-  const p = localParts(ms, tz);
-  const asUtc = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
-  return asUtc - Math.floor(ms / 1000) * 1000;
+  return zone(tz)(ms);
+}
+
+/** The wall-clock fields of `ms` in zone `tz`. */
+export function localParts(ms: number, tz: string): LocalParts {
+  const d = new Date(ms + offsetAt(ms, tz));
+  return {
+    year: d.getUTCFullYear(),
+    month: d.getUTCMonth() + 1,
+    day: d.getUTCDate(),
+    hour: d.getUTCHours(),
+    minute: d.getUTCMinutes(),
+    second: d.getUTCSeconds(),
+    weekday: (d.getUTCDay() + 6) % 7,
+  };
 }
 
 /**

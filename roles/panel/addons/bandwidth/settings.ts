@@ -2,7 +2,7 @@
  * The addon's global settings (spec/1 §2.8): keys, seeded defaults, ranges, and the validation of
  * the settings form. `config_version` is not a setting anyone edits: the store bumps it.
  */
-import { isTimeZone } from '../../../../src/core/config-checks.ts';
+import { isTimeZone } from '../../../../src/lib/calendar.ts';
 import { createValidator, validationError } from '../../services/validation.ts';
 
 export const EXCEED_ACTIONS = ['throttle', 'suspend', 'none'] as const;
