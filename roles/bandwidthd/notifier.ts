@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
+import { requestText } from '../../src/lib/http-request.ts';
 import { durationMs } from '../../src/lib/units.ts';
 import { chatABody, chatBBody, EVENT_STYLE, EVENTS, genericBody, type EventName, type Notice } from './payloads.ts';
 import type { BandwidthdStore } from './store.ts';
@@ -118,12 +119,12 @@ export async function sendOnce(dest: Destination, body: string, timeoutMs: numbe
     url.password = '';
   }
   try {
-    const res = await fetch(url, { method: dest.method, headers, body, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
-    const text = await res.text().catch(() => '');
-    if (res.ok) return { ok: true, status: res.status };
+    const res = await requestText(url, { method: dest.method, headers, body, timeoutMs });
+    const text = res.text;
+    if (res.status >= 200 && res.status <= 299) return { ok: true, status: res.status };
     const out: SendResult = { ok: false, status: res.status, error: `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}` };
     if (res.status === 429) {
-      let after = parseRetryAfter(res.headers.get('retry-after'));
+      let after = parseRetryAfter(res.headers['retry-after'] ?? null);
       if (after === undefined) {
         // The embed-style platform also says it in the body, in (fractional) seconds.
         try {

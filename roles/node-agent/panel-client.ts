@@ -4,6 +4,7 @@
  * network failure or time-out), so callers retry on 5xx and network errors and never on 4xx.
  */
 import { SERVICE_VERSION } from '../../src/core/version.ts';
+import { requestText, type HttpAnswer } from '../../src/lib/http-request.ts';
 import type {
   EnforcementEvent,
   HeartbeatRequest,
@@ -51,9 +52,9 @@ export function createPanelClient(opts: PanelClientOptions): PanelClient {
   const base = `${opts.url.replace(/\/+$/, '')}/api/bandwidth/node`;
 
   async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
-    let res: Response;
+    let res: HttpAnswer;
     try {
-      res = await fetch(`${base}${path}`, {
+      res = await requestText(`${base}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${opts.token}`,
@@ -62,20 +63,20 @@ export function createPanelClient(opts: PanelClientOptions): PanelClient {
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(opts.timeoutMs ?? 10_000),
+        timeoutMs: opts.timeoutMs ?? 10_000,
       });
     } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
+      const cause = (err as { code?: string }).code ?? (err as Error).name;
       throw new PanelError(0, 'ERR_NETWORK', `panel unreachable (${cause}) at ${base}${path}`);
     }
-    const text = await res.text();
+    const text = res.text;
     let envelope: { success?: boolean; data?: unknown; error?: string | null; meta?: { code?: string } } | undefined;
     try {
       envelope = JSON.parse(text) as typeof envelope;
     } catch {
       envelope = undefined;
     }
-    if (!res.ok || envelope?.success !== true) {
+    if (res.status < 200 || res.status > 299 || envelope?.success !== true) {
       const message = envelope?.error ?? `HTTP ${res.status}`;
       throw new PanelError(res.status, envelope?.meta?.code ?? '', `panel answered ${res.status} to ${method} ${path}: ${message}`);
     }

@@ -4,6 +4,7 @@
  */
 import { AppError } from '../../../../src/core/app-error.ts';
 import type { LimitsPayload, StatsData } from '../../../../src/contracts/types.ts';
+import { requestText, type HttpAnswer } from '../../../../src/lib/http-request.ts';
 
 export interface NodeTarget {
   name: string;
@@ -14,25 +15,25 @@ export interface NodeTarget {
 const TIMEOUT_MS = 10_000;
 
 async function call<T>(node: NodeTarget, method: string, path: string, body?: unknown): Promise<T> {
-  let res: Response;
+  let res: HttpAnswer;
   try {
-    res = await fetch(`${node.apiUrl.replace(/\/+$/, '')}/api/v1${path}`, {
+    res = await requestText(`${node.apiUrl.replace(/\/+$/, '')}/api/v1${path}`, {
       method,
       headers: { authorization: `Bearer ${node.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      signal: AbortSignal.timeout(TIMEOUT_MS),
+      timeoutMs: TIMEOUT_MS,
     });
   } catch (err) {
-    throw new AppError('ERR_NODE_UNREACHABLE', `node ${node.name} (${node.apiUrl}) is unreachable: ${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)}`, { status: 502, cause: err });
+    throw new AppError('ERR_NODE_UNREACHABLE', `node ${node.name} (${node.apiUrl}) is unreachable: ${err instanceof Error ? err.message : String(err)}`, { status: 502, cause: err });
   }
-  const text = await res.text();
+  const text = res.text;
   let env: { success?: boolean; data?: T; error?: string | null; meta?: { code?: string } } = {};
   try {
     env = JSON.parse(text) as typeof env;
   } catch {
     // reported below with the status
   }
-  if (!res.ok || env.success !== true) {
+  if (res.status < 200 || res.status > 299 || env.success !== true) {
     throw new AppError(env.meta?.code || 'ERR_NODE_FAILED', `node ${node.name} answered ${res.status}${env.error ? `: ${env.error}` : ''}`, { status: res.status === 404 ? 404 : 502 });
   }
   return env.data as T;
