@@ -1,32 +1,66 @@
 /**
  * The node agent API (spec/1 §4.1, §7) under /api/v1: `GET /health` public, everything else
  * behind the bearer pairing token; the envelope with `meta.code: ""` on every success.
+ *
+ * Served by node:http with a route table, not Fastify: six routes do not need a framework, and
+ * Fastify with its dependencies is about 12 MiB of the agent's RSS (docs/decisions.md "The
+ * executable's memory"). The answers are the ones the other roles' Fastify servers give:
+ * malformed JSON 400, a body over 1 MiB 413, another media type 415, unknown routes 404.
  */
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
 import { AppError } from '../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
-import { createApiServer, createBearerCheck, type ApiServer } from '../../src/lib/http-api.ts';
-import type { Logger } from 'pino';
+import { createBearerCheck, failureEnvelope, isMappedError, successEnvelope } from '../../src/lib/api-envelope.ts';
+import { MIB } from '../../src/lib/units.ts';
 import type { LimitsPayload } from '../../src/contracts/types.ts';
 import type { Agent } from './agent.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const BODY_LIMIT = MIB;
+
+export interface NodeApi {
+  listen(at: { host: string; port: number } | { path: string }): Promise<void>;
+  /** Stops accepting, answers 503 to requests still arriving, and resolves when the server is closed. */
+  close(): Promise<void>;
+}
+
+interface RouteRequest {
+  /** The decoded path parameters, in order. */
+  params: string[];
+  query: URLSearchParams;
+  body: unknown;
+}
+
+interface Route {
+  method: 'GET' | 'PUT' | 'POST';
+  path: RegExp;
+  auth: boolean;
+  /** Reads a JSON body first. */
+  body?: boolean;
+  handle(req: RouteRequest): unknown;
+}
+
+/** An answer with its status: a success envelope or a failure one. */
+class Answer {
+  readonly status: number;
+  readonly body: unknown;
+
+  constructor(status: number, body: unknown) {
+    this.status = status;
+    this.body = body;
+  }
+}
+
+const badRequest = (message: string): AppError => new AppError('ERR_BAD_REQUEST', message, { status: 400 });
 
 /**
  * Builds the API server around a running agent; the caller listens and closes it. Without
  * `token` it is the local admin socket's API (root-only by the socket's mode): no bearer check,
  * plus `GET /api/v1/status` for `bandwidth-node status`.
  */
-export function createNodeApi(agent: Agent, opts: { token?: () => string; logger?: Logger }): ApiServer {
-  const api = createApiServer({ codeOnSuccess: true, version: SERVICE_VERSION, ...(opts.logger ? { logger: opts.logger } : {}) });
+export function createNodeApi(agent: Agent, opts: { token?: () => string; logger?: Logger }): NodeApi {
   const bearerMatches = opts.token ? createBearerCheck(opts.token) : () => true;
-  const { app } = api;
-
-  const authenticate = async (req: FastifyRequest, reply: FastifyReply): Promise<void> => {
-    if (!bearerMatches(req.headers.authorization)) {
-      await api.fail(reply, 401, 'ERR_UNAUTHORIZED', 'missing or invalid bearer token');
-    }
-  };
 
   const knownUuid = (raw: string): string => {
     const uuid = raw.toLowerCase();
@@ -34,42 +68,142 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
     return uuid;
   };
 
-  app.register(
-    async (v1) => {
-      v1.get('/health', () => api.ok(agent.health()));
-      v1.register(async (auth) => {
-        auth.addHook('onRequest', authenticate);
-        auth.get('/stats', () => api.ok({ servers: agent.stats() }));
-        if (!opts.token) auth.get('/status', () => api.ok(agent.status()));
-        auth.get<{ Params: { uuid: string }; Querystring: Record<string, string | undefined> }>('/servers/:uuid/history', (req) => {
-          const uuid = knownUuid(req.params.uuid);
-          const period = req.query['period'] ?? 'day';
-          const bucket = req.query['bucket'] ?? 'hour';
-          if (period !== 'day' && period !== 'week' && period !== 'month') {
-            throw new AppError('ERR_BAD_REQUEST', 'period must be day, week or month', { status: 400 });
-          }
-          if (bucket !== 'hour' && bucket !== 'day') throw new AppError('ERR_BAD_REQUEST', 'bucket must be hour or day', { status: 400 });
-          return api.ok({ uuid, period, bucket, points: agent.history(uuid, period, bucket) });
-        });
-        auth.put<{ Body: unknown }>('/limits', async (req) => {
-          const body = req.body;
-          if (body === null || typeof body !== 'object' || Array.isArray(body)) {
-            throw new AppError('ERR_BAD_REQUEST', 'body must be a limits payload object', { status: 400 });
-          }
-          return api.ok(await agent.applyLimits(body as Partial<LimitsPayload>));
-        });
-        auth.post<{ Params: { uuid: string } }>('/servers/:uuid/unthrottle', async (req) => {
-          const uuid = knownUuid(req.params.uuid);
-          try {
-            return api.ok({ unthrottled: await agent.unthrottle(uuid) });
-          } catch (err) {
-            if (err instanceof AppError) throw err;
-            throw new AppError('ERR_INTERNAL', 'unthrottle failed on the node', { status: 500, cause: err });
-          }
-        });
-      });
+  const routes: Route[] = [
+    { method: 'GET', path: /^\/api\/v1\/health$/, auth: false, handle: () => agent.health() },
+    { method: 'GET', path: /^\/api\/v1\/stats$/, auth: true, handle: () => ({ servers: agent.stats() }) },
+    ...(opts.token ? [] : [{ method: 'GET' as const, path: /^\/api\/v1\/status$/, auth: true, handle: () => agent.status() }]),
+    {
+      method: 'GET',
+      path: /^\/api\/v1\/servers\/([^/]+)\/history$/,
+      auth: true,
+      handle: ({ params, query }) => {
+        const uuid = knownUuid(params[0] ?? '');
+        const period = query.get('period') ?? 'day';
+        const bucket = query.get('bucket') ?? 'hour';
+        if (period !== 'day' && period !== 'week' && period !== 'month') throw badRequest('period must be day, week or month');
+        if (bucket !== 'hour' && bucket !== 'day') throw badRequest('bucket must be hour or day');
+        return { uuid, period, bucket, points: agent.history(uuid, period, bucket) };
+      },
     },
-    { prefix: '/api/v1' },
-  );
-  return api;
+    {
+      method: 'PUT',
+      path: /^\/api\/v1\/limits$/,
+      auth: true,
+      body: true,
+      handle: ({ body }) => {
+        if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('body must be a limits payload object');
+        return agent.applyLimits(body as Partial<LimitsPayload>);
+      },
+    },
+    {
+      method: 'POST',
+      path: /^\/api\/v1\/servers\/([^/]+)\/unthrottle$/,
+      auth: true,
+      handle: async ({ params }) => {
+        const uuid = knownUuid(params[0] ?? '');
+        try {
+          return { unthrottled: await agent.unthrottle(uuid) };
+        } catch (err) {
+          if (err instanceof AppError) throw err;
+          throw new AppError('ERR_INTERNAL', 'unthrottle failed on the node', { status: 500, cause: err });
+        }
+      },
+    },
+  ];
+
+  const fail = (status: number, code: string, message: string): Answer => new Answer(status, failureEnvelope(SERVICE_VERSION, code, message));
+  let closing = false;
+
+  async function answer(req: IncomingMessage): Promise<Answer> {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    const method = req.method === 'HEAD' ? 'GET' : req.method;
+    if (closing) return fail(503, 'ERR_INTERNAL', 'the node agent is shutting down');
+    let match: RegExpExecArray | null = null;
+    const route = routes.find((r) => r.method === method && (match = r.path.exec(path)) !== null);
+    if (!route || !match) return fail(404, 'ERR_NOT_FOUND', `no route ${req.method ?? ''} ${path}`);
+    if (route.auth && !bearerMatches(req.headers.authorization)) return fail(401, 'ERR_UNAUTHORIZED', 'missing or invalid bearer token');
+    let params: string[];
+    try {
+      params = (match as RegExpExecArray).slice(1).map((p) => decodeURIComponent(p));
+    } catch {
+      return fail(400, 'ERR_BAD_REQUEST', 'malformed request');
+    }
+    const body = route.body ? await readJson(req) : undefined;
+    if (body instanceof Answer) return body;
+    return new Answer(200, successEnvelope(SERVICE_VERSION, true, await route.handle({ params, query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)), body })));
+  }
+
+  /** The request's JSON body (undefined without one), or the failure answer. */
+  async function readJson(req: IncomingMessage): Promise<unknown> {
+    const length = Number(req.headers['content-length'] ?? 0);
+    const tooLarge = (): Answer => fail(413, 'ERR_BAD_REQUEST', `request body is larger than ${BODY_LIMIT} bytes`);
+    if (length > BODY_LIMIT) return tooLarge();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const complete = await new Promise<boolean>((resolve, reject) => {
+      const onData = (chunk: Buffer): void => {
+        size += chunk.length;
+        chunks.push(chunk);
+        if (size <= BODY_LIMIT) return;
+        // The rest stays unread; the answer closes the connection (send).
+        req.off('data', onData);
+        req.pause();
+        resolve(false);
+      };
+      req.on('data', onData);
+      req.once('end', () => resolve(true));
+      req.once('error', reject);
+    });
+    if (!complete) return tooLarge();
+    const type = req.headers['content-type'];
+    if (size === 0 && type === undefined) return undefined;
+    if (!/^application\/json\s*(?:;|$)/i.test(type ?? '')) return fail(415, 'ERR_BAD_REQUEST', 'request body must be application/json');
+    try {
+      return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+    } catch {
+      return fail(400, 'ERR_BAD_REQUEST', 'malformed JSON body');
+    }
+  }
+
+  function send(req: IncomingMessage, res: ServerResponse, a: Answer): void {
+    const text = JSON.stringify(a.body);
+    res.statusCode = a.status;
+    res.setHeader('content-type', 'application/json; charset=utf-8');
+    res.setHeader('content-length', Buffer.byteLength(text));
+    // A body left unread (refused for its size, or never wanted) ends the connection.
+    if (!req.complete) res.setHeader('connection', 'close');
+    res.end(req.method === 'HEAD' ? undefined : text);
+  }
+
+  const server = createServer((req, res) => {
+    answer(req).then(
+      (a) => send(req, res, a),
+      (err: unknown) => {
+        if (isMappedError(err)) return send(req, res, fail(err.status, err.code, err.message));
+        opts.logger?.error({ err, url: req.url, method: req.method }, 'request failed');
+        send(req, res, fail(500, 'ERR_INTERNAL', 'internal error'));
+      },
+    );
+  });
+
+  return {
+    listen: (at) =>
+      new Promise((resolve, reject) => {
+        server.once('error', reject);
+        const ready = (): void => {
+          server.off('error', reject);
+          resolve();
+        };
+        if ('path' in at) server.listen(at.path, ready);
+        else server.listen(at.port, at.host, ready);
+      }),
+    close: () =>
+      new Promise((resolve) => {
+        closing = true;
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
 }

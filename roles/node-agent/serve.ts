@@ -42,14 +42,14 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
 
   await claimSocketPath(config.general.socket_path, 'bandwidth-node');
   const local = createNodeApi(agent, { logger });
-  await local.app.listen({ path: config.general.socket_path });
+  await local.listen({ path: config.general.socket_path });
   restrictSocket(config.general.socket_path);
-  shutdown.add('local socket', () => local.app.close());
+  shutdown.add('local socket', () => local.close());
 
   if (config.api.enabled) {
     const api = createNodeApi(agent, { token: () => token, logger });
-    await api.app.listen({ host: config.api.listen, port: config.api.port });
-    shutdown.add('node API', () => api.app.close());
+    await api.listen({ host: config.api.listen, port: config.api.port });
+    shutdown.add('node API', () => api.close());
     logger.info({ listen: `${config.api.listen}:${config.api.port}` }, 'node API listening');
   } else {
     logger.warn('api.enabled is false: the panel cannot pull stats, push limits or unthrottle');

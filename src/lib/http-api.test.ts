@@ -1,7 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../core/app-error.ts';
-import { createApiServer, createBearerCheck, type Envelope } from './http-api.ts';
+import { createBearerCheck, type Envelope } from './api-envelope.ts';
+import { createApiServer } from './http-api.ts';
 
 const json = async (res: Response): Promise<Envelope<unknown>> => (await res.json()) as Envelope<unknown>;
 

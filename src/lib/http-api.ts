@@ -1,19 +1,12 @@
 /**
- * The JSON API server helper shared by the node agent and the panel's node-facing API: Fastify
- * with a 1 MiB body cap, the response envelope of spec/1 §2.1 on every answer (errors included),
+ * The Fastify JSON API server of the panel's node-facing API, the container daemon and the proxy's
+ * admin API: a 1 MiB body cap, the response envelope of spec/1 §2.1 on every answer (errors included),
  * malformed JSON -> 400, unknown routes -> 404, and one place that maps errors to HTTP.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify';
 import type { Logger } from 'pino';
+import { failureEnvelope, isMappedError, successEnvelope, type Envelope } from './api-envelope.ts';
 import { MIB } from './units.ts';
-
-export interface Envelope<T> {
-  success: boolean;
-  data: T | null;
-  error: string | null;
-  meta: { version: string; code?: string };
-}
 
 export interface ApiServerOptions {
   /** The service version for every envelope's meta.version. */
@@ -31,23 +24,6 @@ export interface ApiServer {
   ok<T>(data: T): Envelope<T>;
   /** Sends a failure envelope with the given status and `ERR_*` code. */
   fail(reply: FastifyReply, status: number, code: string, message: string): FastifyReply;
-}
-
-/** A failure envelope; `data` is always null. */
-export function failureEnvelope(version: string, code: string, message: string): Envelope<null> {
-  return { success: false, data: null, error: message, meta: { version, code } };
-}
-
-/** An error that carries its own HTTP mapping (core's AppError is one). */
-interface MappedError {
-  code: string;
-  status: number;
-  message: string;
-}
-
-function isMapped(err: unknown): err is MappedError {
-  const e = err as Partial<MappedError> | null;
-  return typeof e?.code === 'string' && e.code.startsWith('ERR_') && typeof e.status === 'number';
 }
 
 /**
@@ -71,18 +47,13 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
  * routes use.
  */
 export function installEnvelope(scope: FastifyInstance, opts: Omit<ApiServerOptions, 'bodyLimit'> & { bodyLimit?: number }): Omit<ApiServer, 'app'> {
-  const ok = <T>(data: T): Envelope<T> => ({
-    success: true,
-    data,
-    error: null,
-    meta: opts.codeOnSuccess ? { version: opts.version, code: '' } : { version: opts.version },
-  });
+  const ok = <T>(data: T): Envelope<T> => successEnvelope(opts.version, opts.codeOnSuccess, data);
   const fail = (reply: FastifyReply, status: number, code: string, message: string): FastifyReply =>
     reply.code(status).type('application/json').send(failureEnvelope(opts.version, code, message));
 
   scope.setNotFoundHandler((req, reply) => fail(reply, 404, 'ERR_NOT_FOUND', `no route ${req.method} ${req.url.split('?')[0]}`));
   scope.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
-    if (isMapped(err)) return fail(reply, err.status, err.code, err.message);
+    if (isMappedError(err)) return fail(reply, err.status, err.code, err.message);
     switch (err.code) {
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
         return fail(reply, 413, 'ERR_BAD_REQUEST', `request body is larger than ${opts.bodyLimit ?? MIB} bytes`);
@@ -97,29 +68,4 @@ export function installEnvelope(scope: FastifyInstance, opts: Omit<ApiServerOpti
     return fail(reply, 500, 'ERR_INTERNAL', 'internal error');
   });
   return { ok, fail };
-}
-
-/** What a failed generated validator names first: `field.path: message` (spec/1 §7: the first failing field). */
-export function firstFailure(errors: readonly { keyword: string; instancePath: string; params: Record<string, unknown>; message?: string }[] | null | undefined): string {
-  const e = errors?.[0];
-  if (!e) return 'body: invalid';
-  const field = e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath;
-  return `${field.replace(/^\//, '').replace(/\//g, '.') || 'body'}: ${e.message ?? 'invalid'}`;
-}
-
-/**
- * Bearer-token check in constant time that does not reveal the token's length: both sides are
- * reduced to an HMAC under a per-process key before timingSafeEqual. `expected` is read on every
- * call, so a rotated token applies to the next request. Returns false for a missing header.
- */
-export function createBearerCheck(expected: () => string): (authorization: string | undefined) => boolean {
-  const key = randomBytes(32);
-  const digest = (s: string): Buffer => createHmac('sha256', key).update(s).digest();
-  return function bearerMatches(authorization) {
-    const m = /^Bearer[ ]+(\S+)\s*$/i.exec(authorization ?? '');
-    const presented = m?.[1] ?? '';
-    const wanted = expected();
-    const same = timingSafeEqual(digest(presented), digest(wanted));
-    return same && presented !== '' && wanted !== '';
-  };
 }

@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort, runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
@@ -142,6 +143,35 @@ test('bad requests: malformed JSON 400, oversized body 413, unknown timezone 400
   assert.match(tz.body.error ?? '', /timezone/);
   const status = JSON.parse(cli('status', '--json').stdout) as { config_version: number; timezone: string };
   assert.deepEqual([status.config_version, status.timezone], [3, 'Europe/Berlin']);
+});
+
+test('bad requests: another media type 415, a chunked body past 1 MiB 413, unknown routes and methods 404, HEAD', async () => {
+  const text = await api('PUT', '/limits', { body: '{}', type: 'text/plain' });
+  assert.deepEqual([text.status, text.body.meta.code], [415, 'ERR_BAD_REQUEST']);
+  // No Content-Length: the cap applies while the body streams in.
+  const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request(`${base}/api/v1/limits`, { method: 'PUT', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    const piece = Buffer.alloc(64 * 1024, 0x20);
+    for (let i = 0; i < 20; i++) req.write(piece);
+    req.end();
+  });
+  assert.equal(chunked.status, 413);
+  assert.equal((JSON.parse(chunked.body) as { meta: { code: string } }).meta.code, 'ERR_BAD_REQUEST');
+  for (const [method, path] of [['GET', '/nothing'], ['DELETE', '/stats'], ['POST', '/limits']] as const) {
+    const r = await api(method, path);
+    assert.deepEqual([r.status, r.body.success, r.body.meta.code], [404, false, 'ERR_NOT_FOUND'], `${method} ${path}`);
+  }
+  const head = await fetch(`${base}/api/v1/health`, { method: 'HEAD' });
+  assert.equal(head.status, 200);
+  assert.match(head.headers.get('content-type') ?? '', /application\/json/);
+  assert.equal(await head.text(), '');
+  // The local admin socket's status route is not on the TCP API.
+  assert.equal((await api('GET', '/status')).status, 404);
 });
 
 test('history: buckets from the start of the period, 404 for unknown servers, 400 for bad parameters', async () => {

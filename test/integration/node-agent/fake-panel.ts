@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { validateEventsRequest, validateHeartbeatRequest, validateRegisterRequest, validateSuspendRequest } from '../../../src/contracts/validators.js';
 import type { SchemaValidator } from '../../../src/core/config-loader.ts';
-import { firstFailure } from '../../../src/lib/http-api.ts';
+import { firstFailure } from '../../../src/lib/api-envelope.ts';
 import type { EnforcementEvent, LimitsPayload } from '../../../src/contracts/types.ts';
 
 export interface PanelCall {

@@ -11,7 +11,8 @@ import type { EventsRequest, HeartbeatRequest, RegisterRequest, SuspendRequest }
 import type { SchemaValidator } from '../../../../src/core/config-loader.ts';
 import { AppError } from '../../../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../../../src/core/version.ts';
-import { firstFailure, installEnvelope } from '../../../../src/lib/http-api.ts';
+import { firstFailure } from '../../../../src/lib/api-envelope.ts';
+import { installEnvelope } from '../../../../src/lib/http-api.ts';
 import type { PanelContext } from '../../context.ts';
 import { nodeByToken } from '../../services/infrastructure.ts';
 import { now } from '../../services/records.ts';
