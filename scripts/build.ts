@@ -60,8 +60,6 @@ async function main(): Promise<void> {
     // No comments or indentation: the bundle's source stays in every process's heap (a third
     // smaller this way). Names are kept, so stack traces still name functions.
     minifyWhitespace: true,
-    // Optional native helpers of ssh2 (pulled in by dockerode); they are loaded in try/catch.
-    external: ['cpu-features', '*.node'],
     // Source-tree paths (web-assets.ts, proxy-workers.ts) are only used outside the executable,
     // which reads its SEA assets instead.
     define: { 'import.meta.dirname': '""' },

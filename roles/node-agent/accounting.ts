@@ -11,6 +11,11 @@ export type Direction = 'rx' | 'tx';
 export const DIRECTIONS: readonly Direction[] = ['rx', 'tx'];
 export type Combo = `${Direction}_${Period}`;
 export const COMBOS: readonly Combo[] = DIRECTIONS.flatMap((d) => PERIODS.map((p) => `${d}_${p}` as Combo));
+/** Each combo with its direction and period, split once (the cycle walks them for every server). */
+const COMBO_PARTS: readonly { combo: Combo; dir: Direction; period: Period }[] = COMBOS.map((combo) => {
+  const [dir, period] = combo.split('_') as [Direction, Period];
+  return { combo, dir, period };
+});
 export type ExceedAction = 'throttle' | 'suspend' | 'none';
 export type EventType = 'quota_exceeded' | 'throttled' | 'restored' | 'speed_applied' | 'suspended';
 
@@ -114,6 +119,12 @@ export function activeCombos(state: ServerState): Combo[] {
   return COMBOS.filter((c) => state.exceeded[c] && !state.exceeded[c]?.cleared);
 }
 
+/** True when some combo restricts the server now (activeCombos without the list). */
+function hasActiveCombo(state: ServerState): boolean {
+  for (const c of COMBOS) if (state.exceeded[c] && !state.exceeded[c]?.cleared) return true;
+  return false;
+}
+
 /** Combos listed in the stats record's `exceeded` (cleared ones are omitted until their period resets). */
 export const exceededList = activeCombos;
 
@@ -122,7 +133,7 @@ export const exceededList = activeCombos;
  * the panel has answered the suspend call.
  */
 export function isThrottled(state: ServerState, limits: Limits | undefined): boolean {
-  if (!limits || !limits.enabled || activeCombos(state).length === 0) return false;
+  if (!limits || !limits.enabled || !hasActiveCombo(state)) return false;
   if (limits.exceed_action === 'throttle') return true;
   return limits.exceed_action === 'suspend' && state.suspend === 'answered';
 }
@@ -144,6 +155,16 @@ function event(uuid: string, type: EventType, combo: Combo | null, message: stri
 
 function gib(bytes: number): string {
   return `${(bytes / GIB).toFixed(2)} GiB`;
+}
+
+/** The period keys of an instant in a zone; every server of a cycle asks for the same ones. */
+let lastKeys: { now: number; tz: string; keys: Record<Period, string> } | null = null;
+
+function periodKeys(now: number, tz: string): Record<Period, string> {
+  if (lastKeys?.now !== now || lastKeys.tz !== tz) {
+    lastKeys = { now, tz, keys: { day: periodKey(now, 'day', tz), week: periodKey(now, 'week', tz), month: periodKey(now, 'month', tz) } };
+  }
+  return lastKeys.keys;
 }
 
 /**
@@ -174,13 +195,15 @@ export function accountServer(prev: ServerState, reading: Reading | null, now: n
   state.txTotal += tx;
 
   // Calendar rollover: counters of a finished period restart at 0; its exceeded flags and admin overrides drop.
-  const keys = Object.fromEntries(PERIODS.map((p) => [p, periodKey(now, p, tz)])) as Record<Period, string>;
+  const keys = periodKeys(now, tz);
   let rolled: Combo | null = null;
-  for (const combo of COMBOS) {
-    const [dir, period] = combo.split('_') as [Direction, Period];
+  for (const { combo, dir, period } of COMBO_PARTS) {
     const key = keys[period];
     const used = state.usage[combo];
-    state.usage[combo] = { key, bytes: (used?.key === key ? used.bytes : 0) + (dir === 'rx' ? rx : tx) };
+    const add = dir === 'rx' ? rx : tx;
+    // An entry is replaced only when it changes (entries are shared with the previous state).
+    if (!used || used.key !== key) state.usage[combo] = { key, bytes: add };
+    else if (add !== 0) state.usage[combo] = { key, bytes: used.bytes + add };
     const flag = state.exceeded[combo];
     if (flag && flag.key !== key) {
       delete state.exceeded[combo];
@@ -192,17 +215,17 @@ export function accountServer(prev: ServerState, reading: Reading | null, now: n
     // Out of the limits set, or stats only: nothing is enforced and no flag is kept.
     state.exceeded = {};
   } else {
-    for (const combo of COMBOS) {
+    for (const { combo, period } of COMBO_PARTS) {
       const quota = quotaBytes(limits, combo);
       const used = state.usage[combo]?.bytes ?? 0;
       if (quota > 0 && used >= quota && !state.exceeded[combo]) {
-        state.exceeded[combo] = { key: keys[combo.split('_')[1] as Period], cleared: false };
+        state.exceeded[combo] = { key: keys[period], cleared: false };
         events.push(event(state.uuid, 'quota_exceeded', combo, `${combo} quota of ${gib(quota)} reached (${gib(used)} used)`, now));
         if (limits.exceed_action === 'suspend' && state.suspend === 'none') state.suspend = 'pending';
       }
     }
   }
-  if (activeCombos(state).length === 0) state.suspend = 'none';
+  if (!hasActiveCombo(state)) state.suspend = 'none';
 
   state.throttled = isThrottled(state, limits);
   if (state.throttled && !prev.throttled) {

@@ -237,7 +237,7 @@ async function timed(session: AdminSession, path: string): Promise<{ p50: number
 export async function panelBench(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hk-panel-bench-'));
   const bundle = join(ROOT, '.cache', 'bench', 'hostkit.cjs');
-  await build({ entryPoints: [join(ROOT, 'src', 'main.ts')], outfile: bundle, bundle: true, platform: 'node', format: 'cjs', target: 'node24', external: ['cpu-features', '*.node'], logLevel: 'error' });
+  await build({ entryPoints: [join(ROOT, 'src', 'main.ts')], outfile: bundle, bundle: true, platform: 'node', format: 'cjs', target: 'node24', logLevel: 'error' });
   const panel = panelAt(dir, await freePort(), bundle);
   // The nodes' API for the panel's stats polls and limits pushes: empty, quick answers.
   const agentApi = createHttpServer((req, res) => {

@@ -114,21 +114,18 @@ export async function hostVethOf(pid: number): Promise<HostVeth | null> {
  */
 export function parseNetDev(text: string): Map<string, IfaceCounters> {
   const out = new Map<string, IfaceCounters>();
-  for (const line of text.split('\n')) {
-    const colon = line.indexOf(':');
-    if (colon < 0) continue;
-    const name = line.slice(0, colon).trim();
-    if (name === '' || name.includes('|')) continue;
-    const fields = line.slice(colon + 1).trim().split(/\s+/);
-    // 8 receive columns then 8 transmit columns; bytes are the first of each group.
-    if (fields.length < 16) continue;
-    const rxBytes = Number(fields[0]);
-    const txBytes = Number(fields[8]);
-    if (!Number.isSafeInteger(rxBytes) || !Number.isSafeInteger(txBytes)) continue;
-    out.set(name, { rxBytes, txBytes });
+  // One match per interface line: 8 receive columns then 8 transmit columns; bytes are the
+  // first of each group. No per-line split: a cycle reads thousands of lines.
+  NET_DEV_LINE.lastIndex = 0;
+  for (let m = NET_DEV_LINE.exec(text); m !== null; m = NET_DEV_LINE.exec(text)) {
+    const rxBytes = Number(m[2]);
+    const txBytes = Number(m[3]);
+    if (Number.isSafeInteger(rxBytes) && Number.isSafeInteger(txBytes)) out.set(m[1] as string, { rxBytes, txBytes });
   }
   return out;
 }
+
+const NET_DEV_LINE = /^[ \t]*([^:\s|]+):[ \t]*(\d+)(?:[ \t]+\d+){7}[ \t]+(\d+)(?:[ \t]+\d+){7}/gm;
 
 /**
  * Runs once per meter cycle. Reads /proc/net/dev once (the host's view) and returns the counters
