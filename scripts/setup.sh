@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 NODE_VERSION=$(cat .node-version)
-APT_PACKAGES=(iproute2 openssl qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross
+APT_PACKAGES=(iproute2 openssl tzdata qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross libgcc-s1-arm64-cross
   docker.io busybox-static chromium wrk nginx-light)
 
 missing=()
