@@ -52,10 +52,13 @@ export function requestText(target: string | URL, opts: HttpRequestOptions): Pro
       clearTimeout(timer);
       reject(err);
     };
+    // Failing first and then destroying without an error: an error passed to destroy() once the
+    // answer has begun would be emitted where no listener is.
     const timer = setTimeout(() => {
       const err = new Error(`no answer within ${opts.timeoutMs} ms`);
       err.name = 'TimeoutError';
-      req.destroy(err);
+      fail(err);
+      req.destroy();
     }, opts.timeoutMs);
     req.on('error', fail);
     req.on('response', (res) => {
@@ -63,8 +66,12 @@ export function requestText(target: string | URL, opts: HttpRequestOptions): Pro
       let size = 0;
       res.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > max) req.destroy(new Error(`answer larger than ${max} bytes`));
-        else chunks.push(chunk);
+        if (size <= max) chunks.push(chunk);
+        else if (size - chunk.length <= max) {
+          // The first chunk past the cap: the answer fails and the connection goes.
+          fail(new Error(`answer larger than ${max} bytes`));
+          req.destroy();
+        }
       });
       res.on('error', fail);
       res.on('end', () => {
