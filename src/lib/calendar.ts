@@ -41,18 +41,21 @@ function intlOffsets(tz: string): OffsetAt {
 }
 
 const ZONE_CACHE_MAX = 1000;
-const zones = new Map<string, OffsetAt>();
+/** A zone is read again after this long, so a tzdata update applies without a restart. */
+const ZONE_RELOAD_MS = 24 * 3_600_000;
+const zones = new Map<string, { offsets: OffsetAt; loadedAt: number }>();
 const utc: OffsetAt = () => 0;
 
 /** The offsets of zone `tz`: the host's tz database first, Intl when it lacks the zone. Throws for an unknown zone. */
 function zone(tz: string): OffsetAt {
+  const now = Date.now();
   let z = zones.get(tz);
-  if (!z) {
-    z = tz === 'UTC' ? utc : (readZoneFile(tz) ?? intlOffsets(tz));
+  if (!z || now - z.loadedAt >= ZONE_RELOAD_MS) {
+    z = { offsets: tz === 'UTC' ? utc : (readZoneFile(tz) ?? intlOffsets(tz)), loadedAt: now };
     if (zones.size >= ZONE_CACHE_MAX) zones.clear();
     zones.set(tz, z);
   }
-  return z;
+  return z.offsets;
 }
 
 /** ICU's canonical zone names: a cheap first check that creates no formatter. */

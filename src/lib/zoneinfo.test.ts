@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { mock, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -117,6 +117,29 @@ test('TZDIR names the database; a zone it lacks falls back to Intl, names outsid
     assert.equal(periodStart(at('2026-11-24T23:30:00Z'), 'day', 'Europe/Berlin'), at('2026-11-24T23:00:00Z'));
     for (const name of ['../etc/passwd', 'Test/../Test/Plus7', 'posix/Europe/Berlin', 'right/UTC', 'test/plus7', '']) assert.equal(readZoneFile(name), null, name);
   } finally {
+    if (saved === undefined) delete process.env['TZDIR'];
+    else process.env['TZDIR'] = saved;
+  }
+});
+
+test('a zone is read again a day later: a tzdata update applies without a restart', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-tzdir-'));
+  mkdirSync(join(dir, 'Test'));
+  const file = join(dir, 'Test', 'Moving');
+  writeFileSync(file, tzif([], [0], '<+07>-7'));
+  const saved = process.env['TZDIR'];
+  process.env['TZDIR'] = dir;
+  mock.timers.enable({ apis: ['Date'], now: at('2026-11-23T12:00:00Z') });
+  try {
+    const t = at('2026-11-23T20:00:00Z');
+    assert.equal(localParts(t, 'Test/Moving').hour, 3);
+    writeFileSync(file, tzif([], [0], '<+02>-2'));
+    mock.timers.tick(3_600_000);
+    assert.equal(localParts(t, 'Test/Moving').hour, 3, 'within the day the zone read first stays');
+    mock.timers.tick(24 * 3_600_000);
+    assert.equal(localParts(t, 'Test/Moving').hour, 22);
+  } finally {
+    mock.timers.reset();
     if (saved === undefined) delete process.env['TZDIR'];
     else process.env['TZDIR'] = saved;
   }
