@@ -36,7 +36,7 @@ interface Route {
   method: 'GET' | 'PUT' | 'POST';
   path: RegExp;
   auth: boolean;
-  /** Reads a JSON body first. */
+  /** Takes a JSON body (the others ignore what is sent, within the same cap). */
   body?: boolean;
   handle(req: RouteRequest): unknown;
 }
@@ -130,16 +130,18 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
     } catch {
       return fail(400, 'ERR_BAD_REQUEST', 'malformed request');
     }
-    const body = route.body ? await readJson(req) : undefined;
+    // Every route takes the body cap (spec/1 §4.1); only a body route reads what was sent.
+    const raw = await readBody(req);
+    if (raw instanceof Answer) return raw;
+    const body = route.body ? parseJson(req, raw) : undefined;
     if (body instanceof Answer) return body;
     return new Answer(200, successEnvelope(SERVICE_VERSION, true, await route.handle({ params, query: new URLSearchParams(q < 0 ? '' : url.slice(q + 1)), body })));
   }
 
-  /** The request's JSON body (undefined without one), or the failure answer. */
-  async function readJson(req: IncomingMessage): Promise<unknown> {
-    const length = Number(req.headers['content-length'] ?? 0);
+  /** The request's body bytes, or the 413 answer past the cap (the rest is left unread). */
+  async function readBody(req: IncomingMessage): Promise<Buffer | Answer> {
     const tooLarge = (): Answer => fail(413, 'ERR_BAD_REQUEST', `request body is larger than ${BODY_LIMIT} bytes`);
-    if (length > BODY_LIMIT) return tooLarge();
+    if (Number(req.headers['content-length'] ?? 0) > BODY_LIMIT) return tooLarge();
     const chunks: Buffer[] = [];
     let size = 0;
     const complete = await new Promise<boolean>((resolve, reject) => {
@@ -156,12 +158,16 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
       req.once('end', () => resolve(true));
       req.once('error', reject);
     });
-    if (!complete) return tooLarge();
+    return complete ? Buffer.concat(chunks) : tooLarge();
+  }
+
+  /** A body route's JSON (undefined without a body), or the failure answer. */
+  function parseJson(req: IncomingMessage, raw: Buffer): unknown {
     const type = req.headers['content-type'];
-    if (size === 0 && type === undefined) return undefined;
+    if (raw.length === 0 && type === undefined) return undefined;
     if (!/^application\/json\s*(?:;|$)/i.test(type ?? '')) return fail(415, 'ERR_BAD_REQUEST', 'request body must be application/json');
     try {
-      return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
+      return JSON.parse(raw.toString('utf8')) as unknown;
     } catch {
       return fail(400, 'ERR_BAD_REQUEST', 'malformed JSON body');
     }
@@ -172,7 +178,7 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
     res.statusCode = a.status;
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.setHeader('content-length', Buffer.byteLength(text));
-    // A body left unread (refused for its size, or never wanted) ends the connection.
+    // A body left unread (refused for its size) ends the connection.
     if (!req.complete) res.setHeader('connection', 'close');
     res.end(req.method === 'HEAD' ? undefined : text);
   }

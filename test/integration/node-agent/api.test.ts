@@ -162,6 +162,9 @@ test('bad requests: another media type 415, a chunked body past 1 MiB 413, unkno
   });
   assert.equal(chunked.status, 413);
   assert.equal((JSON.parse(chunked.body) as { meta: { code: string } }).meta.code, 'ERR_BAD_REQUEST');
+  // The cap holds on every route, one without a body too.
+  const unthrottleBig = await api('POST', `/servers/${A}/unthrottle`, { body: 'x'.repeat(1024 * 1024 + 1), type: 'text/plain' });
+  assert.deepEqual([unthrottleBig.status, unthrottleBig.body.meta.code], [413, 'ERR_BAD_REQUEST']);
   for (const [method, path] of [['GET', '/nothing'], ['DELETE', '/stats'], ['POST', '/limits']] as const) {
     const r = await api(method, path);
     assert.deepEqual([r.status, r.body.success, r.body.meta.code], [404, false, 'ERR_NOT_FOUND'], `${method} ${path}`);
