@@ -19,7 +19,6 @@ interface LocalParts {
   weekday: number; // 0 = Monday ... 6 = Sunday
 }
 
-
 /** Offsets from Intl, for a zone the host's tz database lacks (or a host without one). */
 function intlOffsets(tz: string): OffsetAt {
   const f = new Intl.DateTimeFormat('en-US', {

@@ -1,7 +1,7 @@
 /**
  * One HTTP(S) request with a text answer, over node:http and node:https. The daemons use this
  * rather than fetch: the first fetch loads Node's bundled undici, about 13 MiB of RSS in an agent
- * that needs 60 in all (docs/decisions.md "The executable's memory"). Redirects are not followed;
+ * that needs about 70 in all (docs/decisions.md "The executable's memory"). Redirects are not followed;
  * keep-alive is Node's global agent's.
  */
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';

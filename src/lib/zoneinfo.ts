@@ -2,9 +2,8 @@
  * UTC offsets of IANA time zones read from the host's time-zone database (TZif files, RFC 8536,
  * under `TZDIR` or /usr/share/zoneinfo), with the JavaScript runtime's Intl as the fallback for a
  * host without one. Why not Intl alone: creating one Intl.DateTimeFormat maps about 6 MiB of ICU
- * locale data into the process for good, a fifth of what the node agent may use in all
- * (docs/decisions.md "Time zones from the host's tz database"); the host's database is also the
- * one its package manager keeps current.
+ * locale data into the process for good (docs/decisions.md "The executable's memory"); the
+ * host's database is also the one its package manager keeps current.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,7 +13,7 @@ export type OffsetAt = (ms: number) => number;
 
 /** Zone names looked up as files: `Area/Location` style, no dot segments, no hidden files. */
 const ZONE_FILE_NAME = /^[A-Z][A-Za-z0-9_+-]*(?:\/[A-Za-z0-9_+-]+){0,2}$/;
-/** Files of the database that are not zones an operator means (copies with other leap handling, placeholders). */
+/** Database files that are not zones an operator means: the posix/ and right/ copies, Factory, SystemV. */
 const NOT_A_ZONE = /^(?:posix|right)\/|^(?:Factory|SystemV\/.*)$/;
 const DAY_S = 86_400;
 
