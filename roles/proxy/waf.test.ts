@@ -120,6 +120,11 @@ test('body phase: text-like types only, form decoding, families and body rules, 
   assert.ok(!body.wants(ctxOf('/x', { 'content-type': 'text/plain' }, 'POST').req), 'no body, nothing to read');
   assert.equal(ruleOf(body.check(form, Buffer.from('user=admin%27+or+%271%27%3D%271'))), 'sqli');
   assert.equal(ruleOf(body.check(form, Buffer.from('note=FORBIDDEN-word'))), 'b');
+  // `+` is a space next to multi-byte UTF-8 text, and the bytes that go on to the origin keep their `+`.
+  const sent = Buffer.from("café+crème=1'+or+'1'='1");
+  assert.equal(ruleOf(body.check(form, sent)), 'sqli');
+  assert.equal(sent.toString(), "café+crème=1'+or+'1'='1");
+  assert.equal(ruleOf(body.check(form, Buffer.from('note=caf%C3%A9+cr%C3%A8me+br%C3%BBl%C3%A9e'))), null);
   assert.equal(ruleOf(body.check(form, Buffer.from(`pad=${'x'.repeat(100)}&user=admin' or '1'='1`))), null, 'only the first body_inspect_bytes are read');
 });
 

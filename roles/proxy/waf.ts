@@ -39,6 +39,20 @@ export function decodeForm(s: string): string {
   return decodeOnce(s.includes('+') ? s.replace(/\+/g, ' ') : s);
 }
 
+/**
+ * The first `limit` bytes of a form body as decodeForm reads it. The `+`s are replaced in a copy
+ * of the bytes (a byte loop; as a string replace, the spaces of a 1 KiB form cost more than all
+ * four families' patterns) before the UTF-8 decoding, which is the same: no multi-byte UTF-8
+ * sequence holds the byte of `+`.
+ */
+function formBodyText(body: Buffer, limit: number): string {
+  const n = Math.min(body.length, limit);
+  const bytes = Buffer.allocUnsafe(n);
+  body.copy(bytes, 0, 0, n);
+  for (let i = 0; i < n; i++) if (bytes[i] === 0x2b) bytes[i] = 0x20;
+  return decodeOnce(bytes.toString('utf8'));
+}
+
 function decodedTarget(ctx: RequestContext): string {
   const { target, path } = ctx;
   return target.length > path.length ? `${decodeOnce(path)}?${decodeForm(target.slice(path.length + 1))}` : decodeOnce(path);
@@ -230,9 +244,8 @@ export function createWafBodyCheck(protection: Protection): WafBodyCheck | undef
       return hasBody && isTextLike(req.headers['content-type']);
     },
     check(ctx, body) {
-      const raw = body.toString('utf8', 0, Math.min(body.length, limit));
       const form = /^application\/x-www-form-urlencoded/i.test(ctx.req.headers['content-type'] ?? '');
-      const text = form ? decodeForm(raw) : decodeOnce(raw);
+      const text = form ? formBodyText(body, limit) : decodeOnce(body.toString('utf8', 0, Math.min(body.length, limit)));
       let hit = NO_HIT;
       if (rules.length > 0) {
         const lower = text.toLowerCase();
