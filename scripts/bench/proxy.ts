@@ -4,12 +4,14 @@
  * 100 B and a 1 MiB file), with one worker each and with every core each. wrk measures
  * requests/s and p50/p99 latency; the results replace the "## Proxy" section of
  * docs/benchmarks.md and nothing else. Every listener is on 127.0.0.1; runs are short (5 s after
- * a 1 s warm-up) since the machine is shared.
+ * a 5 s warm-up) since the machine is shared. The 100 B one-worker case also runs a bare Node.js
+ * relay (relay.ts), and reports each server's CPU time per request, to show what the runtime
+ * itself costs.
  *
  * osproxy is the executable `make build` made (dist/hostkit-linux-x64; `make bench` builds it).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -40,6 +42,7 @@ const WARMUP = '5s';
 const ROUNDS = 3;
 const CONNECTIONS = 32;
 const EXE = join(ROOT, 'dist', 'hostkit-linux-x64');
+const RELAY = join(ROOT, 'scripts', 'bench', 'relay.ts');
 const CORES = availableParallelism();
 
 function nginxConf(dir: string, name: string, server: string, upstream = '', workers = 1): string {
@@ -85,6 +88,8 @@ interface WrkResult {
   rps: number;
   p50: string;
   p99: string;
+  /** The server's CPU time per request, in µs (all its threads and processes). */
+  cpuUs?: number;
 }
 
 interface Load {
@@ -95,7 +100,29 @@ interface Load {
   script?: string;
 }
 
-function wrk(port: number, load: Load, duration: string): WrkResult {
+// Clock ticks per second of /proc/PID/stat's CPU times.
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
+
+/** CPU time (user + system, in ticks) of a process's threads and its child processes' (nginx's workers). */
+function cpuTicks(pid: number): number {
+  const own = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the parenthesised command name; utime and stime are the 14th and 15th fields.
+  const fields = own.slice(own.lastIndexOf(')') + 2).split(' ');
+  let ticks = Number(fields[11]) + Number(fields[12]);
+  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim();
+  for (const child of children === '' ? [] : children.split(' ')) ticks += cpuTicks(Number(child));
+  return ticks;
+}
+
+/** A run of wrk against a server; with `pid`, the server's CPU time per request too. */
+function wrk(port: number, load: Load, duration: string, pid?: number): WrkResult {
+  const before = pid === undefined ? 0 : cpuTicks(pid);
+  const r = wrkRun(port, load, duration);
+  if (pid !== undefined) r.cpuUs = ((cpuTicks(pid) - before) * 1e6) / CLOCK_TICKS / (r.rps * Number.parseFloat(duration));
+  return r;
+}
+
+function wrkRun(port: number, load: Load, duration: string): WrkResult {
   const { host, path } = load;
   const args = ['-t1', `-c${CONNECTIONS}`, `-d${duration}`, '--latency', '-H', `Host: ${host}`];
   for (const h of load.headers ?? []) args.push('-H', h);
@@ -211,7 +238,16 @@ export async function proxyBench(): Promise<void> {
     children.push(await startAndWait('nginx', ['-c', originConf, '-g', 'daemon off;'], originPort));
 
     // One nginx and one osproxy with a single worker, and one of each with a worker per core.
-    const pairs: { workers: string; nginx: number; osproxy: number }[] = [];
+    interface Server {
+      port: number;
+      pid: number;
+    }
+    const pairs: { workers: string; nginx: Server; osproxy: Server; relay?: Server }[] = [];
+    const started = async (cmd: string, args: string[], port: number): Promise<Server> => {
+      const child = await startAndWait(cmd, args, port);
+      children.push(child);
+      return { port, pid: child.pid ?? 0 };
+    };
     for (const [label, nginxWorkers, osproxyWorkers] of [['1', 1, 1], [`all (${CORES})`, CORES, 0]] as const) {
       const [nginxPort, proxyPort, adminPort] = [await freePort(), await freePort(), await freePort()];
       const nginxProxyConf = nginxConf(
@@ -221,11 +257,14 @@ export async function proxyBench(): Promise<void> {
         `upstream origin { server 127.0.0.1:${originPort}; keepalive 32; }`,
         nginxWorkers,
       );
-      children.push(await startAndWait('nginx', ['-c', nginxProxyConf, '-g', 'daemon off;'], nginxPort));
+      const nginx = await started('nginx', ['-c', nginxProxyConf, '-g', 'daemon off;'], nginxPort);
       const root = join(dir, `osproxy-${osproxyWorkers}`);
       writeOsproxyRoot(root, { proxyPort, adminPort, originPort, workers: osproxyWorkers });
-      children.push(await startAndWait(EXE, ['proxy', '--root', root], proxyPort));
-      pairs.push({ workers: label, nginx: nginxPort, osproxy: proxyPort });
+      const osproxy = await started(EXE, ['proxy', '--root', root], proxyPort);
+      // The runtime's yardstick runs on one thread: it goes with the one-worker rows.
+      const relayPort = await freePort();
+      const relay = nginxWorkers === 1 ? await started(process.execPath, [RELAY, String(relayPort), String(originPort)], relayPort) : undefined;
+      pairs.push({ workers: label, nginx, osproxy, ...(relay ? { relay } : {}) });
     }
 
     const rows: string[] = [];
@@ -236,22 +275,31 @@ export async function proxyBench(): Promise<void> {
       ['100 B, every protection on', { host: HOST, path: '/small', headers: BROWSER_HEADERS }, { host: GUARDED, path: '/small', headers: BROWSER_HEADERS }],
       ['POST 1 KiB form, every protection on', { host: HOST, path: '/form', headers: BROWSER_HEADERS, script: postScript }, { host: GUARDED, path: '/form', headers: BROWSER_HEADERS, script: postScript }],
     ];
+    const relayRows: string[] = [];
     for (const pair of pairs) {
       for (const [label, nginxLoad, proxyLoad] of cases) {
-        // Taking turns spreads the machine's slow moments over both servers.
-        const targets = [['nginx', pair.nginx, nginxLoad], ['osproxy', pair.osproxy, proxyLoad]] as const;
-        const runs: Record<string, WrkResult[]> = { nginx: [], osproxy: [] };
-        for (const [, port, load] of targets) wrk(port, load, WARMUP);
+        // Taking turns spreads the machine's slow moments over the servers.
+        const targets: [string, Server, Load][] = [
+          ['nginx', pair.nginx, nginxLoad],
+          ['osproxy', pair.osproxy, proxyLoad],
+        ];
+        if (pair.relay && label === '100 B') targets.push(['bare Node.js relay', pair.relay, nginxLoad]);
+        const runs = new Map<string, WrkResult[]>(targets.map(([name]) => [name, []]));
+        for (const [, server, load] of targets) wrk(server.port, load, WARMUP);
         for (let round = 0; round < ROUNDS; round++) {
-          for (const [name, port, load] of targets) runs[name]?.push(wrk(port, load, DURATION));
+          for (const [name, server, load] of targets) runs.get(name)?.push(wrk(server.port, load, DURATION, server.pid));
         }
-        const n = medianRun(runs['nginx'] ?? []);
-        const o = medianRun(runs['osproxy'] ?? []);
-        for (const [name, r] of [['nginx', n], ['osproxy', o]] as const) {
-          process.stdout.write(`bench: ${label}, ${pair.workers} worker(s), through ${name}: ${JSON.stringify(r)} (req/s of the ${ROUNDS} runs: ${(runs[name] ?? []).map((x) => Math.round(x.rps)).join(', ')})\n`);
+        const median = new Map([...runs].map(([name, r]) => [name, medianRun(r)]));
+        for (const [name, r] of median) {
+          process.stdout.write(`bench: ${label}, ${pair.workers} worker(s), through ${name}: ${JSON.stringify(r)} (req/s of the ${ROUNDS} runs: ${(runs.get(name) ?? []).map((x) => Math.round(x.rps)).join(', ')})\n`);
         }
+        const n = median.get('nginx') as WrkResult;
+        const o = median.get('osproxy') as WrkResult;
         osproxyRps.set(`${pair.workers} ${label}`, o.rps);
         rows.push(`| ${label} | ${pair.workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${(o.rps / n.rps).toFixed(2)}x | ${n.p50} / ${n.p99} | ${o.p50} / ${o.p99} |`);
+        if (median.size > 2) {
+          for (const [name, r] of median) relayRows.push(`| ${name} | ${Math.round(r.rps)} | ${(r.rps / n.rps).toFixed(2)}x | ${(r.cpuUs ?? 0).toFixed(1)} | ${r.p50} / ${r.p99} |`);
+        }
       }
     }
     const checksCost = 1 - (osproxyRps.get('1 100 B, every protection on') ?? 0) / (osproxyRps.get('1 100 B') ?? 1);
@@ -263,6 +311,12 @@ export async function proxyBench(): Promise<void> {
       '| body | workers | nginx req/s | osproxy req/s | osproxy / nginx | nginx p50 / p99 | osproxy p50 / p99 |',
       '|---|---|---|---|---|---|---|',
       ...rows,
+      '',
+      `The runtime's share, 100 B, one worker, the same runs: the three servers took turns, and each one's CPU time (all its threads and processes) over each run is divided by the requests it served. The bare Node.js relay (scripts/bench/relay.ts) is the least any proxy on node's sockets does per request (one origin connection per client, a head passed on with one header changed, no checks, no pooling, no events); it is a yardstick, not a product. How far it stays from nginx is what the runtime costs before osproxy does any of its work.`,
+      '',
+      '| server | req/s | x nginx | CPU µs per request | p50 / p99 |',
+      '|---|---|---|---|---|',
+      ...relayRows,
       '',
       `"Every protection on": nginx proxies plainly, osproxy's site has every check on and evaluated per request without refusing any: WAF families with body inspection, bot score, challenge \`auto\`, auto-mitigation, connection limits, rate limits far above the load, a 1,000-entry blacklist. Target: at least 0.7x nginx. The checks themselves cost osproxy ${Math.round(checksCost * 100)}% of its plain 100 B rate (one worker).`,
       '',
