@@ -46,10 +46,8 @@ export function decodeForm(s: string): string {
  * sequence holds the byte of `+`.
  */
 function formBodyText(body: Buffer, limit: number): string {
-  const n = Math.min(body.length, limit);
-  const bytes = Buffer.allocUnsafe(n);
-  body.copy(bytes, 0, 0, n);
-  for (let i = 0; i < n; i++) if (bytes[i] === 0x2b) bytes[i] = 0x20;
+  const bytes = Buffer.from(body.subarray(0, limit));
+  for (let i = 0; i < bytes.length; i++) if (bytes[i] === 0x2b) bytes[i] = 0x20;
   return decodeOnce(bytes.toString('utf8'));
 }
 

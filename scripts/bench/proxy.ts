@@ -117,12 +117,6 @@ function cpuTicks(pid: number): number {
 /** A run of wrk against a server; with `pid`, the server's CPU time per request too. */
 function wrk(port: number, load: Load, duration: string, pid?: number): WrkResult {
   const before = pid === undefined ? 0 : cpuTicks(pid);
-  const r = wrkRun(port, load, duration);
-  if (pid !== undefined) r.cpuUs = ((cpuTicks(pid) - before) * 1e6) / CLOCK_TICKS / (r.rps * Number.parseFloat(duration));
-  return r;
-}
-
-function wrkRun(port: number, load: Load, duration: string): WrkResult {
   const { host, path } = load;
   const args = ['-t1', `-c${CONNECTIONS}`, `-d${duration}`, '--latency', '-H', `Host: ${host}`];
   for (const h of load.headers ?? []) args.push('-H', h);
@@ -132,7 +126,8 @@ function wrkRun(port: number, load: Load, duration: string): WrkResult {
   const p50 = /^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? '?';
   const p99 = /^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '?';
   if (/Non-2xx/.test(out)) throw new Error(`wrk saw errors on :${port}${path}:\n${out}`);
-  return { rps, p50, p99 };
+  if (pid === undefined) return { rps, p50, p99 };
+  return { rps, p50, p99, cpuUs: ((cpuTicks(pid) - before) * 1e6) / CLOCK_TICKS / (rps * Number.parseFloat(duration)) };
 }
 
 
@@ -262,9 +257,11 @@ export async function proxyBench(): Promise<void> {
       writeOsproxyRoot(root, { proxyPort, adminPort, originPort, workers: osproxyWorkers });
       const osproxy = await started(EXE, ['proxy', '--root', root], proxyPort);
       // The runtime's yardstick runs on one thread: it goes with the one-worker rows.
-      const relayPort = await freePort();
-      const relay = nginxWorkers === 1 ? await started(process.execPath, [RELAY, String(relayPort), String(originPort)], relayPort) : undefined;
-      pairs.push({ workers: label, nginx, osproxy, ...(relay ? { relay } : {}) });
+      if (nginxWorkers === 1) {
+        const relayPort = await freePort();
+        const relay = await started(process.execPath, [RELAY, String(relayPort), String(originPort)], relayPort);
+        pairs.push({ workers: label, nginx, osproxy, relay });
+      } else pairs.push({ workers: label, nginx, osproxy });
     }
 
     const rows: string[] = [];
@@ -297,7 +294,7 @@ export async function proxyBench(): Promise<void> {
         const o = median.get('osproxy') as WrkResult;
         osproxyRps.set(`${pair.workers} ${label}`, o.rps);
         rows.push(`| ${label} | ${pair.workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${(o.rps / n.rps).toFixed(2)}x | ${n.p50} / ${n.p99} | ${o.p50} / ${o.p99} |`);
-        if (median.size > 2) {
+        if (pair.relay && label === '100 B') {
           for (const [name, r] of median) relayRows.push(`| ${name} | ${Math.round(r.rps)} | ${(r.rps / n.rps).toFixed(2)}x | ${(r.cpuUs ?? 0).toFixed(1)} | ${r.p50} / ${r.p99} |`);
         }
       }
