@@ -194,7 +194,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       cleanups: undefined,
       finished: false,
     };
-    res.once('close', () => finish(ctx));
+    res.on('close', () => finish(ctx));
     if (draining) res.setHeader('connection', 'close');
     if (!split) {
       ctx.rule = ROUTE_RULES.badTarget;

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChunkedDecoder, OriginProtocolError, PartialHead, parseRequestHead, parseResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, OriginProtocolError, PartialHead, headText, parseRequestHead, parseResponseHead } from './http1-parse.ts';
 
 test('plain requests parse into node-shaped headers: repeats joined as node joins them, the first Host and type kept', () => {
   const head = parseRequestHead('POST /a?b=1 HTTP/1.1\r\nHost: x.test\r\nAccept: a\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\nContent-Type: t1\r\nContent-Type: t2\r\nContent-Length: 3\r\nConnection: close');
@@ -77,17 +77,54 @@ test('chunked bodies decode across any split, with extensions and trailers; bad 
   for (const bad of ['z\r\n', '5\r\nhelloXX\r\n', '5\nhello']) assert.throws(() => new ChunkedDecoder(() => undefined).push(Buffer.from(bad)), OriginProtocolError, bad);
 });
 
-test('a head arriving a byte at a time is joined whole and its end found once complete, a split CRLF CRLF included', () => {
+test('a head arriving a byte at a time is joined whole and found once complete, a split CRLF CRLF included', () => {
   const wire = Buffer.from('GET /x HTTP/1.1\r\nHost: a\r\nX-Long: ' + 'v'.repeat(5000) + '\r\n\r\nBODY');
+  const end = wire.indexOf('\r\n\r\n');
   const p = new PartialHead();
   let buf: Buffer = wire.subarray(0, 1);
-  let found = p.end(buf);
-  for (let i = 1; i < wire.length && found === -1; i++) {
+  let head = p.head(buf);
+  for (let i = 1; i < wire.length && head === undefined; i++) {
     buf = p.append(buf, wire.subarray(i, i + 1));
-    found = p.end(buf);
+    head = p.head(buf);
+    if (buf.length < end + 4) assert.equal(head, undefined, `${buf.length} bytes`);
   }
-  assert.equal(found, wire.indexOf('\r\n\r\n'));
-  assert.equal(buf.toString(), wire.subarray(0, found + 4).toString());
-  // Bytes that did not come from append() are searched from their start.
-  assert.equal(p.end(Buffer.from('a\r\n\r\n')), 1);
+  assert.equal(head, wire.toString('latin1', 0, end));
+  assert.equal(buf.length, end + 4);
+  // Bytes that did not come from append() are searched from their start, short and long ones.
+  assert.equal(p.head(Buffer.from('a\r\n\r\nb')), 'a');
+  assert.equal(headText(Buffer.from('x'.repeat(9000) + '\r\n\r\n')), 'x'.repeat(9000));
+  assert.equal(headText(Buffer.from('x'.repeat(9000) + '\r\n\r')), undefined);
+  assert.equal(headText(Buffer.from('\xff\r\n\r\n', 'latin1')), '\xff');
+});
+
+test('header names of the same length and first letter, in any case, each keep their own meaning', () => {
+  // Same length and first character share a lookup bucket: each must still be told apart, the
+  // second round from the names the first one kept.
+  for (let round = 0; round < 2; round++) {
+    const req = parseRequestHead('GET / HTTP/1.1\r\nHOST: a\r\nHosx: b\r\nContent-Lengtx: 7\r\nCONTENT-LENGTH: 3\r\nConnectiox: z\r\nCONNECTION: close');
+    assert.ok(req);
+    assert.deepEqual(req.rawHeaders, ['HOST', 'a', 'Hosx', 'b', 'Content-Lengtx', '7', 'CONTENT-LENGTH', '3', 'Connectiox', 'z', 'CONNECTION', 'close']);
+    assert.equal(req.headers.host, 'a');
+    assert.equal(req.headers['hosx'], 'b');
+    assert.equal(req.contentLength, 3);
+    assert.equal(req.close, true);
+    const res = parseResponseHead('HTTP/1.1 200 OK\r\nConnectiox: z\r\nCONNECTION: keep-alive\r\nContent-Lengtx: 9\r\ncontent-length: 4', false);
+    assert.deepEqual(res.headers, ['connectiox', 'z', 'content-lengtx', '9', 'content-length', '4']);
+    assert.deepEqual(res.framing, { kind: 'length', length: 4 });
+  }
+  // More spellings than a bucket keeps: the ones beyond it are still read right.
+  for (let i = 0; i < 40; i++) {
+    const name = `X-${String(i).padStart(2, '0')}`;
+    const req = parseRequestHead(`GET / HTTP/1.1\r\nHost: a\r\n${name}: ${i}`);
+    assert.equal(req?.headers[name.toLowerCase()], String(i));
+  }
+});
+
+test('a bare CR or LF anywhere in a head is refused, the status line included', () => {
+  assert.equal(parseRequestHead('GET / HTTP/1.1\nHost: a'), undefined);
+  assert.equal(parseRequestHead('GET / HTTP/1.1\r\nHost: a\rb'), undefined);
+  assert.equal(parseRequestHead('GET / HTTP/1.1\r\nHost: a\nX: b'), undefined);
+  for (const bad of ['HTTP/1.1 200 OK\nX: a', 'HTTP/1.1 200 O\rK\r\nX: a', 'HTTP/1.1 200 OK\r\nX: a\nY: b', 'HTTP/1.1 200 OK\r\nX: a\r']) {
+    assert.throws(() => parseResponseHead(bad, false), OriginProtocolError, JSON.stringify(bad));
+  }
 });

@@ -23,14 +23,25 @@ function isToken(s: string, start: number, end: number): boolean {
   return true;
 }
 
-/** The header value after the colon at `colon`, without the optional whitespace around it. */
-function headerValue(line: string, colon: number): string {
-  let start = colon + 1;
-  let end = line.length;
-  while (start < end && (line.charCodeAt(start) === 32 || line.charCodeAt(start) === 9)) start++;
-  while (end > start && (line.charCodeAt(end - 1) === 32 || line.charCodeAt(end - 1) === 9)) end--;
-  return line.slice(start, end);
+/** `head.slice(start, end)` without the optional whitespace around it (a header value). */
+function trimmed(head: string, start: number, end: number): string {
+  while (start < end && (head.charCodeAt(start) === 32 || head.charCodeAt(start) === 9)) start++;
+  while (end > start && (head.charCodeAt(end - 1) === 32 || head.charCodeAt(end - 1) === 9)) end--;
+  return head.slice(start, end);
 }
+
+/**
+ * Where the line starting at `start` ends (its CR, or the end of the head: a head comes without
+ * its final CRLF), or -1 when the line holds a bare CR or LF.
+ */
+function lineEnd(head: string, start: number): number {
+  const lf = head.indexOf('\n', start);
+  const eol = lf === -1 ? head.length : lf - 1;
+  if (lf !== -1 && head.charCodeAt(eol) !== 13) return -1;
+  const cr = head.indexOf('\r', start);
+  return cr === (lf === -1 ? -1 : eol) ? eol : -1;
+}
+
 // Bytes a request head may hold besides CR LF: HTAB, visible ASCII, space, obs-text (as latin1).
 const BAD_REQUEST_BYTE = /[^\t\r\n\x20-\x7e\x80-\xff]/;
 // Request targets in origin form: visible ASCII only (llhttp's strict set).
@@ -59,19 +70,6 @@ function statusOf(head: string, eol: number): number {
   return a * 100 + b * 10 + c;
 }
 
-// Header names as origins spell them, lower-cased once: the same few dozen names recur.
-const LOWER = new Map<string, string>();
-const LOWER_MAX = 1024;
-
-function lowerName(name: string): string {
-  let lower = LOWER.get(name);
-  if (lower === undefined) {
-    lower = name.toLowerCase();
-    if (LOWER.size < LOWER_MAX) LOWER.set(name, lower);
-  }
-  return lower;
-}
-
 /** Header names node keeps one value of (its `matchKnownFields`): a repeat is dropped. */
 const SINGLE_VALUED: ReadonlySet<string> = new Set([
   'age',
@@ -94,6 +92,66 @@ const SINGLE_VALUED: ReadonlySet<string> = new Set([
   'user-agent',
 ]);
 
+/** What the parsers do with a header, by its name. */
+const Role = { Plain: 0, Length: 1, Host: 2, Encoding: 3, Connection: 4, Hop: 5, Refused: 6, SetCookie: 7, Cookie: 8 } as const;
+type Role = (typeof Role)[keyof typeof Role];
+
+/** A header name as a sender spelled it, and what it stands for. */
+interface HeaderName {
+  readonly spelled: string;
+  readonly lower: string;
+  /** What the request parser does with it. */
+  readonly request: Role;
+  /** What the response parser does with it. */
+  readonly response: Role;
+  /** A repeat of it in a request is dropped (node's rule). */
+  readonly single: boolean;
+}
+
+function headerNameOf(spelled: string): HeaderName {
+  const lower = spelled.toLowerCase();
+  let request: Role = Role.Plain;
+  let response: Role = HOP_BY_HOP.has(lower) ? Role.Hop : Role.Plain;
+  if (lower === 'content-length') request = response = Role.Length;
+  else if (lower === 'host') request = Role.Host;
+  else if (lower === 'set-cookie') request = Role.SetCookie;
+  else if (lower === 'cookie') request = Role.Cookie;
+  else if (lower === 'transfer-encoding' || lower === 'upgrade' || lower === 'expect') request = Role.Refused;
+  if (lower === 'transfer-encoding') response = Role.Encoding;
+  else if (lower === 'connection') response = Role.Connection;
+  return { spelled, lower, request, response, single: SINGLE_VALUED.has(lower) };
+}
+
+// Header names seen, by length and first character: the same few dozen spellings recur, and one
+// found here costs a comparison in place instead of a new string, its lower-casing and a hash
+// lookup. Bounded, so odd names cost neither memory nor long searches.
+const NAME_BUCKETS: (HeaderName[] | undefined)[] = [];
+const BUCKET_MAX = 8;
+const NAMES_MAX = 1024;
+let namesKept = 0;
+
+/** The header name in `head` from `start` to `colon`, or undefined when it is not a token. */
+function headerName(head: string, start: number, colon: number): HeaderName | undefined {
+  const length = colon - start;
+  const key = length < 64 ? (length << 7) | (head.charCodeAt(start) & 127) : -1;
+  const bucket = key === -1 ? undefined : NAME_BUCKETS[key];
+  if (bucket) {
+    for (let i = 0; i < bucket.length; i++) {
+      const known = bucket[i] as HeaderName;
+      if (head.startsWith(known.spelled, start)) return known;
+    }
+  }
+  if (!isToken(head, start, colon)) return undefined;
+  const spelled = head.slice(start, colon);
+  if (key === -1 || namesKept >= NAMES_MAX || (bucket !== undefined && bucket.length >= BUCKET_MAX)) return headerNameOf(spelled);
+  // Kept as a copy: a slice would keep the whole head alive.
+  const name = headerNameOf(Buffer.from(spelled, 'latin1').toString('latin1'));
+  namesKept++;
+  if (bucket) bucket.push(name);
+  else NAME_BUCKETS[key] = [name];
+  return name;
+}
+
 /** A request head the fast path serves. */
 export interface RequestHead {
   method: string;
@@ -109,16 +167,16 @@ export interface RequestHead {
 }
 
 /** Adds one request header to a node-style header object. */
-function addRequestHeader(headers: RequestHead['headers'], name: string, value: string): void {
-  const prev = headers[name];
+function addRequestHeader(headers: RequestHead['headers'], name: HeaderName, value: string): void {
+  const lower = name.lower;
+  const prev = headers[lower];
   if (prev === undefined) {
-    if (name === 'set-cookie') headers['set-cookie'] = [value];
-    else headers[name] = value;
+    if (name.request === Role.SetCookie) headers['set-cookie'] = [value];
+    else headers[lower] = value;
     return;
   }
-  if (name === 'set-cookie') (prev as unknown as string[]).push(value);
-  else if (SINGLE_VALUED.has(name)) return;
-  else headers[name] = `${prev}${name === 'cookie' ? '; ' : ', '}${value}`;
+  if (name.request === Role.SetCookie) (prev as unknown as string[]).push(value);
+  else if (!name.single) headers[lower] = `${prev}${name.request === Role.Cookie ? '; ' : ', '}${value}`;
 }
 
 /** The Connection header's tokens include `token` (lower case). */
@@ -134,41 +192,39 @@ function connectionHas(value: string | undefined, token: string): boolean {
  */
 export function parseRequestHead(head: string): RequestHead | undefined {
   if (BAD_REQUEST_BYTE.test(head)) return undefined;
-  const lines = head.split('\r\n');
-  const requestLine = lines[0] as string;
-  const sp1 = requestLine.indexOf(' ');
-  const sp2 = requestLine.indexOf(' ', sp1 + 1);
-  if (sp1 <= 0 || sp2 === -1 || requestLine.slice(sp2 + 1) !== 'HTTP/1.1') return undefined;
-  const method = requestLine.slice(0, sp1);
-  const target = requestLine.slice(sp1 + 1, sp2);
+  let eol = lineEnd(head, 0);
+  if (eol === -1) return undefined;
+  const sp1 = head.indexOf(' ');
+  const sp2 = head.indexOf(' ', sp1 + 1);
+  if (sp1 <= 0 || sp2 === -1 || sp2 !== eol - 9 || !head.startsWith(' HTTP/1.1', sp2)) return undefined;
+  const method = head.slice(0, sp1);
+  const target = head.slice(sp1 + 1, sp2);
   if (!FAST_METHODS.has(method) || !ORIGIN_FORM.test(target)) return undefined;
   const headers: RequestHead['headers'] = {};
   const rawHeaders: string[] = [];
   let sawHost = false;
   let sawLength = false;
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i] as string;
-    const colon = line.indexOf(':');
-    if (!isToken(line, 0, colon) || line.includes('\r') || line.includes('\n')) return undefined;
-    const name = line.slice(0, colon);
-    const value = headerValue(line, colon);
-    const lower = name.toLowerCase();
-    switch (lower) {
-      case 'transfer-encoding':
-      case 'upgrade':
-      case 'expect':
+  for (let start = eol + 2; start < head.length; start = eol + 2) {
+    eol = lineEnd(head, start);
+    if (eol === -1) return undefined;
+    const colon = head.indexOf(':', start);
+    const name = colon === -1 || colon > eol ? undefined : headerName(head, start, colon);
+    if (name === undefined) return undefined;
+    const value = trimmed(head, colon + 1, eol);
+    switch (name.request) {
+      case Role.Refused:
         return undefined;
-      case 'host':
+      case Role.Host:
         if (sawHost) return undefined;
         sawHost = true;
         break;
-      case 'content-length':
+      case Role.Length:
         if (sawLength || !DIGITS.test(value)) return undefined;
         sawLength = true;
         break;
     }
-    rawHeaders.push(name, value);
-    addRequestHeader(headers, lower, value);
+    rawHeaders.push(name.spelled, value);
+    addRequestHeader(headers, name, value);
   }
   const length = headers['content-length'];
   return { method, target, headers, rawHeaders, contentLength: length === undefined ? 0 : Number(length), close: connectionHas(headers['connection'], 'close') };
@@ -198,8 +254,8 @@ export class OriginProtocolError extends Error {}
  */
 export function parseResponseHead(head: string, bodyless: boolean): ResponseHead {
   if (head.includes('\0')) throw new OriginProtocolError('NUL in response head');
-  let eol = head.indexOf('\r\n');
-  if (eol === -1) eol = head.length;
+  let eol = lineEnd(head, 0);
+  if (eol === -1) throw new OriginProtocolError('bare CR or LF in the status line');
   const status = statusOf(head, eol);
   const http11 = head.charCodeAt(7) === 0x31;
   const headers: string[] = [];
@@ -208,28 +264,29 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
   let encoded = false;
   let connection: string | undefined;
   for (let start = eol + 2; start < head.length; start = eol + 2) {
-    eol = head.indexOf('\r\n', start);
-    if (eol === -1) eol = head.length;
+    eol = lineEnd(head, start);
+    if (eol === -1) throw new OriginProtocolError('bare CR or LF in a header line');
     const colon = head.indexOf(':', start);
-    if (colon === -1 || colon > eol || !isToken(head, start, colon)) throw new OriginProtocolError('bad header line');
-    const line = head.slice(start, eol);
-    if (line.includes('\r') || line.includes('\n')) throw new OriginProtocolError('bare CR or LF in a header line');
-    const value = headerValue(line, colon - start);
-    const lower = lowerName(line.slice(0, colon - start));
-    if (lower === 'content-length') {
-      if (!DIGITS.test(value) || (length !== undefined && length !== value)) throw new OriginProtocolError('bad Content-Length');
-      // Added back below when it describes the body.
-      length = value;
-      continue;
-    }
-    if (HOP_BY_HOP.has(lower)) {
-      if (lower === 'transfer-encoding') {
+    const name = colon === -1 || colon > eol ? undefined : headerName(head, start, colon);
+    if (name === undefined) throw new OriginProtocolError('bad header line');
+    const value = trimmed(head, colon + 1, eol);
+    switch (name.response) {
+      case Role.Length:
+        if (!DIGITS.test(value) || (length !== undefined && length !== value)) throw new OriginProtocolError('bad Content-Length');
+        // Added back below when it describes the body.
+        length = value;
+        continue;
+      case Role.Encoding:
         encoded = true;
         chunked = value.toLowerCase().split(',').at(-1)?.trim() === 'chunked';
-      } else if (lower === 'connection') connection = connection === undefined ? value : `${connection},${value}`;
-      continue;
+        continue;
+      case Role.Connection:
+        connection = connection === undefined ? value : `${connection},${value}`;
+        continue;
+      case Role.Hop:
+        continue;
     }
-    headers.push(lower, value);
+    headers.push(name.lower, value);
   }
   let keepAlive = http11;
   // Nearly every origin says just `keep-alive` (or nothing): no names to drop.
@@ -323,6 +380,24 @@ export class ChunkedDecoder {
   }
 }
 
+// A buffer up to this size is searched for its head's end as text: the text the parser needs
+// anyway, and a string search costs less than a buffer search.
+const TEXT_SEARCH_BYTES = 4096;
+
+/**
+ * The head at the start of `buf` (one read, or what followed the previous message) as latin1
+ * text, without its CRLF CRLF; undefined when its end is not in `buf`.
+ */
+export function headText(buf: Buffer): string | undefined {
+  if (buf.length <= TEXT_SEARCH_BYTES) {
+    const text = buf.toString('latin1');
+    const at = text.indexOf('\r\n\r\n');
+    return at === -1 ? undefined : text.slice(0, at);
+  }
+  const at = buf.indexOf('\r\n\r\n', 0, 'latin1');
+  return at === -1 ? undefined : buf.toString('latin1', 0, at);
+}
+
 /**
  * A message head arriving in pieces: appended into room that doubles as needed, and searched for
  * its end only where the newest bytes can complete it, so a head sent a byte at a time costs
@@ -352,8 +427,18 @@ export class PartialHead {
     return joined;
   }
 
+  /**
+   * The head at the start of `buf` as latin1 text, without its CRLF CRLF; undefined while its end
+   * has not arrived. `buf` is what append() returned, or a buffer of its own (headText's).
+   */
+  head(buf: Buffer): string | undefined {
+    if (buf !== this.joined) return headText(buf);
+    const at = this.end(buf);
+    return at === -1 ? undefined : buf.toString('latin1', 0, at);
+  }
+
   /** Where the CRLF CRLF ending the head starts in `buf`, or -1. */
-  end(buf: Buffer): number {
+  private end(buf: Buffer): number {
     const from = buf === this.searchedBuf ? Math.max(0, this.searched - 3) : 0;
     const at = buf.indexOf('\r\n\r\n', from, 'latin1');
     if (at === -1) {

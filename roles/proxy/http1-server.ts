@@ -346,17 +346,18 @@ class Http1Connection implements Expiring {
   private dispatchOne(): boolean {
     const buf = this.buf as Buffer;
     const max = this.server.maxHeaderSize;
-    const end = this.partial.end(buf);
-    if (end === -1) {
+    const text = this.partial.head(buf);
+    if (text === undefined) {
       if (buf.length > max) this.handOff();
       return false;
     }
-    const head = end + 4 <= max ? parseRequestHead(buf.toString('latin1', 0, end)) : undefined;
+    const end = text.length + 4;
+    const head = end <= max ? parseRequestHead(text) : undefined;
     if (!head) {
       this.handOff();
       return false;
     }
-    const rest = end + 4 === buf.length ? null : buf.subarray(end + 4);
+    const rest = end === buf.length ? null : buf.subarray(end);
     const req = new FastRequest(this, head);
     const res = new FastResponse(this, head.method, head.close);
     this.req = req;

@@ -13,7 +13,7 @@ import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
-import { ChunkedDecoder, PartialHead, parseResponseHead, type ResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, PartialHead, headText, parseResponseHead, type ResponseHead } from './http1-parse.ts';
 
 /** Error codes of this client besides the socket's own (ECONNREFUSED, ECONNRESET, ...). */
 export const ORIGIN_ERRORS = {
@@ -271,19 +271,19 @@ class OriginExchange implements Exchange {
         all = this.partial.append(this.head, buf);
       }
       for (;;) {
-        const end = this.partial ? this.partial.end(all) : all.indexOf('\r\n\r\n', 0, 'latin1');
-        if (end === -1) {
+        const text = this.partial ? this.partial.head(all) : headText(all);
+        if (text === undefined) {
           if (all.length > MAX_HEAD_BYTES) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin response head too large'));
           this.head = transient && all === buf ? Buffer.from(all) : all;
           return;
         }
         let parsed: ResponseHead;
         try {
-          parsed = parseResponseHead(all.toString('latin1', 0, end), this.method === 'HEAD');
+          parsed = parseResponseHead(text, this.method === 'HEAD');
         } catch (err) {
           return this.fail(new OriginError(ORIGIN_ERRORS.protocol, (err as Error).message));
         }
-        all = all.subarray(end + 4);
+        all = all.subarray(text.length + 4);
         if (parsed.status >= 100 && parsed.status < 200) {
           if (parsed.status === 101) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin switched protocols on a plain request'));
           continue;

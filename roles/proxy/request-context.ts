@@ -28,6 +28,8 @@ export interface ProxyResponse {
   write(chunk: Buffer): boolean;
   end(chunk?: string): unknown;
   destroy(): unknown;
+  /** 'close' comes once, when the response is over or its connection closed. */
+  on(event: 'close', listener: () => void): unknown;
   once(event: 'close' | 'finish' | 'drain', listener: () => void): unknown;
   off(event: 'close' | 'finish' | 'drain', listener: () => void): unknown;
 }

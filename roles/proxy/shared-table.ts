@@ -48,13 +48,6 @@ export interface SharedTableOptions {
   slots?: number;
 }
 
-function fnv1a(bytes: Uint8Array, len: number): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < len; i++) h = Math.imul(h ^ (bytes[i] as number), 0x01000193);
-  // Signed, as the Int32Array stores it (the empty key never reaches Math.imul).
-  return h | 0;
-}
-
 export class SharedTable {
   /** Hand this to a worker (structured clone shares it) and attach there. */
   readonly buffer: SharedArrayBuffer;
@@ -72,6 +65,8 @@ export class SharedTable {
   private readonly mask: number;
   private readonly maxLive: number;
   private readonly scratch = new Uint8Array(KEY_BYTES);
+  /** The hash of the key encode() last wrote. */
+  private hash = 0;
 
   private constructor(buffer: SharedArrayBuffer) {
     this.buffer = buffer;
@@ -123,7 +118,7 @@ export class SharedTable {
    */
   find(key: string, now: number, create: boolean): number {
     const len = this.encode(key);
-    const hash = fnv1a(this.scratch, len);
+    const hash = this.hash;
     const { i32, values, mask } = this;
     let i = hash & mask;
     for (let probes = 0; probes <= mask; probes++) {
@@ -244,17 +239,25 @@ export class SharedTable {
     this.headerF64[BAN_HORIZON] = until;
   }
 
+  /** Puts the key's bytes into `scratch` and their hash into `hash`; returns their length. */
   private encode(key: string): number {
     const s = this.scratch;
     const n = key.length;
     if (n <= KEY_BYTES) {
+      // FNV-1a over the bytes as they are written.
+      let h = 0x811c9dc5;
       let i = 0;
       for (; i < n; i++) {
         const c = key.charCodeAt(i);
         if (c > 0xff) break;
         s[i] = c;
+        h = Math.imul(h ^ c, 0x01000193);
       }
-      if (i === n) return n;
+      if (i === n) {
+        // Signed, as the Int32Array stores it.
+        this.hash = h | 0;
+        return n;
+      }
     }
     // Longer or wider keys are stored by their digest; no proxy key needs this in practice.
     const digest = createHash('sha256').update(key).digest().toString('latin1');
