@@ -39,13 +39,8 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
     return true;
   }
 
-  /** Takes the slot (under the lock) and returns its release. */
-  function take(siteId: string, ip: string, now: number): () => void {
-    const sk = siteKey(siteId);
-    const ik = ipKey(siteId, ip);
-    // A full table holds no slot: the request is not counted and gives nothing back.
-    let heldSite = bump(sk, 1, now);
-    let heldIp = bump(ik, 1, now);
+  /** The release of a slot taken under `sk` and `ik` (each only when held: a full table holds none). */
+  function releaseOf(sk: string, ik: string, heldSite: boolean, heldIp: boolean): () => void {
     return function releaseSlot() {
       if (!heldSite && !heldIp) return;
       const t = Date.now();
@@ -59,20 +54,37 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
 
   return {
     acquire(siteId, ip) {
+      const sk = siteKey(siteId);
+      const ik = ipKey(siteId, ip);
+      const now = Date.now();
       table.lock();
-      const release = take(siteId, ip, Date.now());
+      const release = releaseOf(sk, ik, bump(sk, 1, now), bump(ik, 1, now));
       table.unlock();
       return release;
     },
     tryAcquire(siteId, ip, perIp, perSite) {
+      const sk = siteKey(siteId);
+      const ik = ipKey(siteId, ip);
       const now = Date.now();
+      const v = table.values;
       table.lock();
-      let out: (() => void) | 'per_ip' | 'per_site';
-      if (perIp > 0 && countOf(ipKey(siteId, ip), now) >= perIp) out = 'per_ip';
-      else if (perSite > 0 && countOf(siteKey(siteId), now) >= perSite) out = 'per_site';
-      else out = take(siteId, ip, now);
+      // Each count is read and taken in one find (a find may move other entries, so an entry's
+      // position is used only until the next find). A refusal gives back what it took.
+      const ipAt = table.find(ik, now, true);
+      if (ipAt !== -1 && perIp > 0 && (v[ipAt + 1] as number) >= perIp) {
+        table.unlock();
+        return 'per_ip';
+      }
+      if (ipAt !== -1) v[ipAt + 1] = (v[ipAt + 1] as number) + 1;
+      const siteAt = table.find(sk, now, true);
+      if (siteAt !== -1 && perSite > 0 && (v[siteAt + 1] as number) >= perSite) {
+        if (ipAt !== -1) bump(ik, -1, now);
+        table.unlock();
+        return 'per_site';
+      }
+      if (siteAt !== -1) v[siteAt + 1] = (v[siteAt + 1] as number) + 1;
       table.unlock();
-      return out;
+      return releaseOf(sk, ik, siteAt !== -1, ipAt !== -1);
     },
     site(siteId) {
       table.lock();

@@ -35,8 +35,26 @@ test("anything outside the plain subset is left to node's parser", () => {
     'G(T / HTTP/1.1\r\nHost: x',
     'get / HTTP/1.1\r\nHost: x',
     'PROPFIND / HTTP/1.1\r\nHost: x',
+    'GET / HTTP/1.1\r\nHost: x\r\nX: a\x7fb',
+    'GET / HTTP/1.1\r\nHost: x\r\nX: a\0b',
+    'GET /\x01 HTTP/1.1\r\nHost: x',
+    'GET / HTTP/1.1\x01\r\nHost: x',
   ];
   for (const head of refused) assert.equal(parseRequestHead(head), undefined, JSON.stringify(head));
+});
+
+test('a Host or User-Agent seen before is reused, and a different one is still checked', () => {
+  const ua = 'Mozilla/5.0 (X11; Linux x86_64) Chrome/131.0.0.0';
+  for (let i = 0; i < 3; i++) {
+    const req = parseRequestHead(`GET / HTTP/1.1\r\nHost: site.test\r\nUser-Agent: ${ua}\r\nAccept: */*`);
+    assert.equal(req?.headers.host, 'site.test');
+    assert.equal(req?.headers['user-agent'], ua);
+  }
+  // Same length as the last one, one byte different: a control character is still refused.
+  assert.equal(parseRequestHead(`GET / HTTP/1.1\r\nHost: site.test\r\nUser-Agent: ${ua.slice(0, -1)}\x01`), undefined);
+  assert.equal(parseRequestHead('GET / HTTP/1.1\r\nHost: site.tes\x7f'), undefined);
+  assert.equal(parseRequestHead(`GET / HTTP/1.1\r\nHost: site.test\r\nUser-Agent: ${ua}`)?.headers['user-agent'], ua);
+  assert.equal(parseRequestHead('GET / HTTP/1.1\r\nHost: other.test')?.headers.host, 'other.test');
 });
 
 test('origin response heads: hop-by-hop and Connection-listed headers consumed, framing decided', () => {

@@ -42,8 +42,10 @@ function lineEnd(head: string, start: number): number {
   return cr === (lf === -1 ? -1 : eol) ? eol : -1;
 }
 
-// Bytes a request head may hold besides CR LF: HTAB, visible ASCII, space, obs-text (as latin1).
-const BAD_REQUEST_BYTE = /[^\t\r\n\x20-\x7e\x80-\xff]/;
+// What a request header value may not hold: control characters other than HTAB (it may hold
+// visible ASCII, space, HTAB and obs-text, as latin1). The request line and header names are
+// checked against narrower sets of their own.
+const VALUE_CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
 // Request targets in origin form: visible ASCII only (llhttp's strict set).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
 const DIGITS = /^\d{1,15}$/;
@@ -106,6 +108,14 @@ interface HeaderName {
   readonly response: Role;
   /** A repeat of it in a request is dropped (node's rule). */
   readonly single: boolean;
+  /**
+   * Its values recur from request to request and are looked up by content further on (Host,
+   * User-Agent): the last one is kept, and a request with the same value gets that string, whose
+   * hash is already known, and skips its check.
+   */
+  readonly recurring: boolean;
+  /** The last value of a recurring name (it keeps its head alive: at most one head per spelling). */
+  last: string | undefined;
 }
 
 function headerNameOf(spelled: string): HeaderName {
@@ -119,7 +129,7 @@ function headerNameOf(spelled: string): HeaderName {
   else if (lower === 'transfer-encoding' || lower === 'upgrade' || lower === 'expect') request = Role.Refused;
   if (lower === 'transfer-encoding') response = Role.Encoding;
   else if (lower === 'connection') response = Role.Connection;
-  return { spelled, lower, request, response, single: SINGLE_VALUED.has(lower) };
+  return { spelled, lower, request, response, single: SINGLE_VALUED.has(lower), recurring: lower === 'host' || lower === 'user-agent', last: undefined };
 }
 
 // Header names seen, by length and first character: the same few dozen spellings recur, and one
@@ -166,6 +176,15 @@ export interface RequestHead {
   close: boolean;
 }
 
+/** The value of a request header between `start` and `end`, or undefined when it holds a control character. */
+function requestValue(head: string, name: HeaderName, start: number, end: number): string | undefined {
+  const value = trimmed(head, start, end);
+  if (value === name.last) return name.last;
+  if (VALUE_CTL.test(value)) return undefined;
+  if (name.recurring) name.last = value;
+  return value;
+}
+
 /** Adds one request header to a node-style header object. */
 function addRequestHeader(headers: RequestHead['headers'], name: HeaderName, value: string): void {
   const lower = name.lower;
@@ -191,7 +210,6 @@ function connectionHas(value: string | undefined, token: string): boolean {
  * the request is not one the fast path serves; node's parser then takes the connection.
  */
 export function parseRequestHead(head: string): RequestHead | undefined {
-  if (BAD_REQUEST_BYTE.test(head)) return undefined;
   let eol = lineEnd(head, 0);
   if (eol === -1) return undefined;
   const sp1 = head.indexOf(' ');
@@ -209,8 +227,8 @@ export function parseRequestHead(head: string): RequestHead | undefined {
     if (eol === -1) return undefined;
     const colon = head.indexOf(':', start);
     const name = colon === -1 || colon > eol ? undefined : headerName(head, start, colon);
-    if (name === undefined) return undefined;
-    const value = trimmed(head, colon + 1, eol);
+    const value = name === undefined ? undefined : requestValue(head, name, colon + 1, eol);
+    if (name === undefined || value === undefined) return undefined;
     switch (name.request) {
       case Role.Refused:
         return undefined;

@@ -106,6 +106,9 @@ export function createMitigation(
     readonly id: string;
     readonly key: string;
     settings: Readonly<MitigationSettings>;
+    /** When this thread's last hit ran (epoch ms), and whether the site was mitigating then. */
+    private seenAt = 0;
+    private seenRunning = false;
 
     constructor(id: string, settings: Readonly<MitigationSettings>) {
       this.id = id;
@@ -114,6 +117,8 @@ export function createMitigation(
     }
 
     get factor(): number {
+      // The meter's hit in the same millisecond (the same request, nearly always) read the state.
+      if (Date.now() === this.seenAt) return this.seenRunning ? this.settings.factor : 1;
       table.lock();
       const at = entry(this);
       const running = at !== -1 && (table.values[at + SINCE] as number) > 0;
@@ -151,6 +156,8 @@ export function createMitigation(
       }
       const until = v[at + UNTIL] as number;
       table.unlock();
+      this.seenAt = now;
+      this.seenRunning = running || entered;
       if (entered) publish(this, 'enter', count, now, until);
     }
   }
