@@ -23,15 +23,17 @@ export const DEFAULT_SLOTS = 1 << 18;
 const MAX_LOAD = 0.75;
 
 // Header: Int32 [0] lock (0 free, 1 held, 2 held with waiters), [1] live entries, [2] refused
-// inserts, [3] quota-changed flag, [16 + w] requests in flight on worker w.
-const HEADER_BYTES = 4096;
+// inserts, [3] quota-changed flag, [1024 + 16 w] requests in flight on worker w: each worker's
+// gauge on a cache line of its own, as every request moves it twice.
+/** Worker slots of the in-flight gauges. */
+export const MAX_WORKERS = 256;
+const CACHE_LINE_I32 = 16;
+const IN_FLIGHT = 1024;
+const HEADER_BYTES = (IN_FLIGHT + MAX_WORKERS * CACHE_LINE_I32) * 4;
 const LOCK = 0;
 const LIVE = 1;
 const REFUSED = 2;
 const DIRTY = 3;
-const IN_FLIGHT = 16;
-/** Worker slots of the in-flight gauges. */
-export const MAX_WORKERS = 256;
 // Header Float64 index of the latest ban expiry (a cheap "no ban can be active" test).
 const BAN_HORIZON = 300;
 
@@ -213,7 +215,8 @@ export class SharedTable {
 
   /** Marks the quota counters as changed; the main thread writes them when it sees the mark. */
   markDirty(): void {
-    Atomics.store(this.header, DIRTY, 1);
+    // Read first: the flag's line is the lock's, and a write would take it from the other workers.
+    if (Atomics.load(this.header, DIRTY) === 0) Atomics.store(this.header, DIRTY, 1);
   }
 
   /** True (and clears the mark) when the quota counters changed since the last call. */
@@ -223,11 +226,11 @@ export class SharedTable {
 
   /** Worker `w`'s requests in flight: add `by` (under no lock; the gauge is atomic on its own). */
   addInFlight(w: number, by: number): void {
-    Atomics.add(this.header, IN_FLIGHT + w, by);
+    Atomics.add(this.header, IN_FLIGHT + w * CACHE_LINE_I32, by);
   }
 
   inFlight(w: number): number {
-    return Atomics.load(this.header, IN_FLIGHT + w);
+    return Atomics.load(this.header, IN_FLIGHT + w * CACHE_LINE_I32);
   }
 
   /** The latest expiry of any ban ever made (under the lock to write; a plain read is only a hint). */
