@@ -7,6 +7,7 @@
  * caps: the origin stream pauses while a bucket is in debt.
  */
 import type { BodyPrefix } from './body-inspect.ts';
+import { headerList } from './http1-parse.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { plainIp } from './ip-match.ts';
 import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginHandler } from './origin-client.ts';
@@ -86,14 +87,19 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
     onBodySent(bytes) {
       ctx.bytesIn += bytes;
     },
-    onResponse(status, out) {
+    onResponse(head) {
       origin.recordSuccess();
+      // The site's HSTS policy replaces the origin's: lines without one only get it added.
+      if (res.writeLines && (hsts === undefined || !head.hasHsts)) {
+        res.writeLines(head.status, hsts === undefined ? head.lines : `${head.lines}strict-transport-security: ${hsts}\r\n`, head.hasLength, head.hasDate);
+        return;
+      }
+      const out = headerList(head.lines);
       if (hsts !== undefined) {
-        // The site's HSTS policy replaces the origin's.
         for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'strict-transport-security') out.splice(i, 2);
         out.push('strict-transport-security', hsts);
       }
-      res.writeHead(status, out);
+      res.writeHead(head.status, out);
     },
     onData(chunk) {
       ctx.bytesOut += chunk.length;

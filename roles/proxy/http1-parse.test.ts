@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChunkedDecoder, OriginProtocolError, PartialHead, headText, parseRequestHead, parseResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, OriginProtocolError, PartialHead, headText, headerList, parseRequestHead, parseResponseHead } from './http1-parse.ts';
 
 test('plain requests parse into node-shaped headers: repeats joined as node joins them, the first Host and type kept', () => {
   const head = parseRequestHead('POST /a?b=1 HTTP/1.1\r\nHost: x.test\r\nAccept: a\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\nContent-Type: t1\r\nContent-Type: t2\r\nContent-Length: 3\r\nConnection: close');
@@ -59,18 +59,35 @@ test('a Host or User-Agent seen before is reused, and a different one is still c
 
 test('origin response heads: hop-by-hop and Connection-listed headers consumed, framing decided', () => {
   const r = parseResponseHead('HTTP/1.1 200 OK\r\nConnection: x-secret\r\nX-Secret: 1\r\nKeep-Alive: timeout=5\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 5', false);
-  assert.deepEqual(r.headers, ['set-cookie', 'a=1', 'set-cookie', 'b=2', 'content-length', '5']);
+  assert.equal(r.lines, 'Set-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: 5\r\n');
+  assert.deepEqual(headerList(r.lines), ['set-cookie', 'a=1', 'set-cookie', 'b=2', 'content-length', '5']);
+  assert.deepEqual([r.hasLength, r.hasDate, r.hasHsts], [true, false, false]);
   assert.deepEqual(r.framing, { kind: 'length', length: 5 });
   assert.equal(r.reusable, true);
   const chunked = parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 9', false);
   assert.deepEqual(chunked.framing, { kind: 'chunked' });
   assert.equal(chunked.reusable, false, 'Transfer-Encoding with Content-Length: never reused');
-  assert.deepEqual(chunked.headers, []);
+  assert.equal(chunked.lines, '');
+  assert.equal(chunked.hasLength, false);
   assert.deepEqual(parseResponseHead('HTTP/1.1 200 OK', false).framing, { kind: 'close' });
   assert.equal(parseResponseHead('HTTP/1.0 200 OK\r\nContent-Length: 1', false).reusable, false);
   const head = parseResponseHead('HTTP/1.1 200 OK\r\nContent-Length: 42', true);
   assert.deepEqual(head.framing, { kind: 'length', length: 0 });
-  assert.deepEqual(head.headers, ['content-length', '42']);
+  assert.equal(head.lines, 'Content-Length: 42\r\n');
+  assert.equal(head.hasLength, true);
+  // Lines pass as received (spelling, spacing, order); what is left out goes wherever it is.
+  const nginx = parseResponseHead('HTTP/1.1 200 OK\r\nServer: nginx\r\nDate: Wed, 25 Nov 2026 21:19:36 GMT\r\nContent-Length: 3\r\nContent-Length:3\r\nConnection: keep-alive\r\nETag:  "x" \r\nKeep-Alive: timeout=5', false);
+  assert.equal(nginx.lines, 'Server: nginx\r\nDate: Wed, 25 Nov 2026 21:19:36 GMT\r\nContent-Length: 3\r\nETag:  "x" \r\n');
+  assert.deepEqual(headerList(nginx.lines), ['server', 'nginx', 'date', 'Wed, 25 Nov 2026 21:19:36 GMT', 'content-length', '3', 'etag', '"x"']);
+  assert.deepEqual([nginx.hasLength, nginx.hasDate, nginx.hasHsts], [true, true, false]);
+  // A Content-Length before the Transfer-Encoding that overrides it is left out too.
+  const te = parseResponseHead('HTTP/1.1 200 OK\r\nContent-Length: 9\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\nX-B: 2', false);
+  assert.equal(te.lines, 'X-A: 1\r\nX-B: 2\r\n');
+  // Connection may list a hop-by-hop header too, and Date or HSTS; never the framing.
+  const listed = parseResponseHead('HTTP/1.1 200 OK\r\nDate: x\r\nStrict-Transport-Security: max-age=1\r\nKeep-Alive: 5\r\nContent-Length: 1\r\nConnection: keep-alive, Date, strict-transport-security, content-length', false);
+  assert.equal(listed.lines, 'Content-Length: 1\r\n');
+  assert.deepEqual([listed.hasLength, listed.hasDate, listed.hasHsts], [true, false, false]);
+  assert.equal(parseResponseHead('HTTP/1.1 200 OK\r\nStrict-Transport-Security: max-age=1', false).hasHsts, true);
   assert.deepEqual(parseResponseHead('HTTP/1.1 304 Not Modified\r\nETag: "x"', false).framing, { kind: 'length', length: 0 });
 });
 
@@ -127,7 +144,7 @@ test('header names of the same length and first letter, in any case, each keep t
     assert.equal(req.contentLength, 3);
     assert.equal(req.close, true);
     const res = parseResponseHead('HTTP/1.1 200 OK\r\nConnectiox: z\r\nCONNECTION: keep-alive\r\nContent-Lengtx: 9\r\ncontent-length: 4', false);
-    assert.deepEqual(res.headers, ['connectiox', 'z', 'content-lengtx', '9', 'content-length', '4']);
+    assert.deepEqual(headerList(res.lines), ['connectiox', 'z', 'content-lengtx', '9', 'content-length', '4']);
     assert.deepEqual(res.framing, { kind: 'length', length: 4 });
   }
   // More spellings than a bucket keeps: the ones beyond it are still read right.

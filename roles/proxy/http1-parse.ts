@@ -95,7 +95,7 @@ const SINGLE_VALUED: ReadonlySet<string> = new Set([
 ]);
 
 /** What the parsers do with a header, by its name. */
-const Role = { Plain: 0, Length: 1, Host: 2, Encoding: 3, Connection: 4, Hop: 5, Refused: 6, SetCookie: 7, Cookie: 8 } as const;
+const Role = { Plain: 0, Length: 1, Host: 2, Encoding: 3, Connection: 4, Hop: 5, Refused: 6, SetCookie: 7, Cookie: 8, Date: 9, Hsts: 10 } as const;
 type Role = (typeof Role)[keyof typeof Role];
 
 /** A header name as a sender spelled it, and what it stands for. */
@@ -129,6 +129,8 @@ function headerNameOf(spelled: string): HeaderName {
   else if (lower === 'transfer-encoding' || lower === 'upgrade' || lower === 'expect') request = Role.Refused;
   if (lower === 'transfer-encoding') response = Role.Encoding;
   else if (lower === 'connection') response = Role.Connection;
+  else if (lower === 'date') response = Role.Date;
+  else if (lower === 'strict-transport-security') response = Role.Hsts;
   return { spelled, lower, request, response, single: SINGLE_VALUED.has(lower), recurring: lower === 'host' || lower === 'user-agent', last: undefined };
 }
 
@@ -252,10 +254,19 @@ export function parseRequestHead(head: string): RequestHead | undefined {
 export interface ResponseHead {
   status: number;
   /**
-   * End-to-end headers as `[name, value, ...]`, names in lower case. Hop-by-hop headers and
-   * those the Connection header lists describe the origin connection and are consumed here.
+   * The end-to-end header lines as the origin sent them, each with its CRLF: hop-by-hop headers
+   * and those the Connection header lists describe the origin connection and are consumed here,
+   * and so is a Content-Length that Transfer-Encoding overrides (or that repeats). Passed on as
+   * they are, they cost no parsing into values and no writing back (headerList() has them as a
+   * list for the writers that need one).
    */
-  headers: string[];
+  lines: string;
+  /** The lines hold a Content-Length. */
+  hasLength: boolean;
+  /** The lines hold a Date. */
+  hasDate: boolean;
+  /** The lines hold a Strict-Transport-Security. */
+  hasHsts: boolean;
   /** The body's framing: a length, chunked, or up to the end of the connection. */
   framing: { kind: 'length'; length: number } | { kind: 'chunked' } | { kind: 'close' };
   /** The connection may carry another request once this response is over. */
@@ -265,6 +276,17 @@ export interface ResponseHead {
 /** An origin answer a proxy cannot pass on (the client gets a 502). */
 export class OriginProtocolError extends Error {}
 
+/** `head` from `from` on without the lines in `dropped` (`[start, end)` offsets, in order), each line ending in CRLF. */
+function keptLines(head: string, from: number, dropped: readonly number[]): string {
+  let out = '';
+  for (let i = 0; i < dropped.length; i += 2) {
+    out += head.slice(from, dropped[i]);
+    from = dropped[i + 1] as number;
+  }
+  // The head comes without its last CRLF.
+  return from < head.length ? `${out}${head.slice(from)}\r\n` : out;
+}
+
 /**
  * Parses an origin's response head (latin1, without the final CRLF CRLF); throws
  * OriginProtocolError on a malformed one. `bodyless` (a HEAD request) means no body follows
@@ -272,54 +294,116 @@ export class OriginProtocolError extends Error {}
  */
 export function parseResponseHead(head: string, bodyless: boolean): ResponseHead {
   if (head.includes('\0')) throw new OriginProtocolError('NUL in response head');
-  let eol = lineEnd(head, 0);
-  if (eol === -1) throw new OriginProtocolError('bare CR or LF in the status line');
-  const status = statusOf(head, eol);
+  const first = lineEnd(head, 0);
+  if (first === -1) throw new OriginProtocolError('bare CR or LF in the status line');
+  const status = statusOf(head, first);
   const http11 = head.charCodeAt(7) === 0x31;
-  const headers: string[] = [];
+  // The lines left out, as [start, end) offsets; `sorted` until one is added out of order.
+  let dropped: number[] = [];
+  let sorted = true;
   let length: string | undefined;
+  let lengthLine = -1;
+  let lengthEnd = -1;
   let chunked = false;
   let encoded = false;
+  let hasDate = false;
+  let hasHsts = false;
   let connection: string | undefined;
-  for (let start = eol + 2; start < head.length; start = eol + 2) {
+  for (let start = first + 2, eol = first; start < head.length; start = eol + 2) {
     eol = lineEnd(head, start);
     if (eol === -1) throw new OriginProtocolError('bare CR or LF in a header line');
     const colon = head.indexOf(':', start);
     const name = colon === -1 || colon > eol ? undefined : headerName(head, start, colon);
     if (name === undefined) throw new OriginProtocolError('bad header line');
-    const value = trimmed(head, colon + 1, eol);
     switch (name.response) {
-      case Role.Length:
+      case Role.Length: {
+        const value = trimmed(head, colon + 1, eol);
         if (!DIGITS.test(value) || (length !== undefined && length !== value)) throw new OriginProtocolError('bad Content-Length');
-        // Added back below when it describes the body.
-        length = value;
+        if (length === undefined) {
+          length = value;
+          lengthLine = start;
+          lengthEnd = eol + 2;
+        } else dropped.push(start, eol + 2);
         continue;
+      }
       case Role.Encoding:
         encoded = true;
-        chunked = value.toLowerCase().split(',').at(-1)?.trim() === 'chunked';
-        continue;
-      case Role.Connection:
+        chunked = trimmed(head, colon + 1, eol).toLowerCase().split(',').at(-1)?.trim() === 'chunked';
+        break;
+      case Role.Connection: {
+        const value = trimmed(head, colon + 1, eol);
         connection = connection === undefined ? value : `${connection},${value}`;
-        continue;
+        break;
+      }
       case Role.Hop:
+        break;
+      case Role.Date:
+        hasDate = true;
+        continue;
+      case Role.Hsts:
+        hasHsts = true;
+        continue;
+      default:
         continue;
     }
-    headers.push(name.lower, value);
+    dropped.push(start, eol + 2);
+  }
+  // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3): the length is not passed on. A
+  // HEAD answer's or a 304's length describes the body the client did not ask for: it is kept.
+  if (encoded && lengthLine !== -1) {
+    dropped.push(lengthLine, lengthEnd);
+    sorted = false;
   }
   let keepAlive = http11;
   // Nearly every origin says just `keep-alive` (or nothing): no names to drop.
   if (connection !== undefined && connection !== 'keep-alive') {
     const listed = connectionListed(connection);
-    if (listed) for (let i = headers.length - 2; i >= 0; i -= 2) if (listed.has(headers[i] as string)) headers.splice(i, 2);
+    if (listed) {
+      for (let start = first + 2, eol = first; start < head.length; start = eol + 2) {
+        eol = lineEnd(head, start);
+        const name = headerName(head, start, head.indexOf(':', start)) as HeaderName;
+        // The framing stays as it was decided; a listed Date or HSTS is gone.
+        if (name.response === Role.Length || !listed.has(name.lower)) continue;
+        dropped.push(start, eol + 2);
+        if (name.response === Role.Date) hasDate = false;
+        else if (name.response === Role.Hsts) hasHsts = false;
+      }
+      sorted = false;
+    }
     keepAlive = http11 ? !connectionHas(connection, 'close') : connectionHas(connection, 'keep-alive');
   } else if (connection === 'keep-alive') keepAlive = true;
-  // A HEAD answer's or a 304's length describes the body the client did not ask for: it is kept.
-  if (length !== undefined && !encoded) headers.push('content-length', length);
-  if (bodyless || status < 200 || status === 204 || status === 304) return { status, headers, framing: { kind: 'length', length: 0 }, reusable: keepAlive };
-  // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3), and such a connection is not reused.
-  if (encoded) return { status, headers, framing: chunked ? { kind: 'chunked' } : { kind: 'close' }, reusable: chunked && length === undefined && keepAlive };
-  if (length !== undefined) return { status, headers, framing: { kind: 'length', length: Number(length) }, reusable: keepAlive };
-  return { status, headers, framing: { kind: 'close' }, reusable: false };
+  if (!sorted) {
+    const spans: [number, number][] = [];
+    for (let i = 0; i < dropped.length; i += 2) spans.push([dropped[i] as number, dropped[i + 1] as number]);
+    spans.sort((a, b) => a[0] - b[0]);
+    // A line can be left out for two reasons (hop-by-hop and listed): once.
+    dropped = spans.filter((span, i) => i === 0 || span[0] !== (spans[i - 1] as [number, number])[0]).flat();
+  }
+  let framing: ResponseHead['framing'];
+  let reusable = keepAlive;
+  if (bodyless || status < 200 || status === 204 || status === 304) framing = { kind: 'length', length: 0 };
+  else if (encoded) {
+    // A Transfer-Encoding connection is not reused.
+    framing = chunked ? { kind: 'chunked' } : { kind: 'close' };
+    reusable = chunked && length === undefined && keepAlive;
+  } else if (length !== undefined) framing = { kind: 'length', length: Number(length) };
+  else {
+    framing = { kind: 'close' };
+    reusable = false;
+  }
+  return { status, lines: keptLines(head, first + 2, dropped), hasLength: length !== undefined && !encoded, hasDate, hasHsts, framing, reusable };
+}
+
+/** Header lines (ResponseHead.lines, already checked) as `[name, value, ...]`, names in lower case. */
+export function headerList(lines: string): string[] {
+  const out: string[] = [];
+  for (let start = 0; start < lines.length; ) {
+    const eol = lines.indexOf('\r\n', start);
+    const colon = lines.indexOf(':', start);
+    out.push((headerName(lines, start, colon) as HeaderName).lower, trimmed(lines, colon + 1, eol));
+    start = eol + 2;
+  }
+  return out;
 }
 
 // The decoder's states.

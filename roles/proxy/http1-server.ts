@@ -16,7 +16,7 @@ import { STATUS_CODES, type OutgoingHttpHeaders, type Server } from 'node:http';
 import type { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
-import { PartialHead, parseRequestHead, type RequestHead } from './http1-parse.ts';
+import { PartialHead, headerList, parseRequestHead, type RequestHead } from './http1-parse.ts';
 
 /**
  * How long an unread request body may keep arriving after the answer: read and dropped until
@@ -127,15 +127,13 @@ export class FastResponse extends EventEmitter {
   /** Prepares the head (written with the first body bytes); `headers` as an object or `[name, value, ...]`. */
   writeHead(status: number, headers: OutgoingHttpHeaders | string[]): this {
     if (this.headersSent) return this;
-    this.statusCode = status;
-    this.headersSent = true;
-    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    let lines = '';
     let length = false;
     let date = false;
     const line = (name: string, value: string | number): void => {
       if (name === 'content-length') length = true;
       else if (name === 'date') date = true;
-      head += `${name}: ${value}\r\n`;
+      lines += `${name}: ${value}\r\n`;
     };
     if (Array.isArray(headers)) {
       for (let i = 0; i < headers.length; i += 2) line(headers[i] as string, headers[i + 1] as string);
@@ -154,6 +152,24 @@ export class FastResponse extends EventEmitter {
         if (!given) line(name, this.extra[name] as string);
       }
     }
+    return this.prepareHead(status, lines, length, date);
+  }
+
+  /**
+   * Prepares the head from header lines as an origin sent them (ResponseHead.lines), passed on
+   * as they are; `length` and `date`: they hold a Content-Length, a Date.
+   */
+  writeLines(status: number, lines: string, length: boolean, date: boolean): this {
+    if (this.headersSent) return this;
+    // setHeader values are merged by name, which takes the lines as a list.
+    if (this.extra) return this.writeHead(status, headerList(lines));
+    return this.prepareHead(status, lines, length, date);
+  }
+
+  private prepareHead(status: number, lines: string, length: boolean, date: boolean): this {
+    this.statusCode = status;
+    this.headersSent = true;
+    let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n${lines}`;
     if (!date) head += currentDateLine();
     const noBody = this.bodyless || status === 204 || status === 304 || status < 200;
     if (!length && !noBody) {

@@ -80,8 +80,8 @@ export interface OriginBody {
 }
 
 export interface OriginHandler {
-  /** The final response head (1xx answers are skipped); `headers` as `[name, value, ...]`. */
-  onResponse(status: number, headers: string[]): void;
+  /** The final response head (1xx answers are skipped). */
+  onResponse(head: ResponseHead): void;
   /** A piece of the response body; false pauses the origin until the exchange is resumed. */
   onData(chunk: Buffer): boolean;
   onEnd(): void;
@@ -292,7 +292,7 @@ class OriginExchange implements Exchange {
         this.response = parsed;
         if (parsed.framing.kind === 'length') this.remaining = parsed.framing.length;
         else if (parsed.framing.kind === 'chunked') this.decoder = new ChunkedDecoder((c) => this.deliver(c));
-        this.handler.onResponse(parsed.status, parsed.headers);
+        this.handler.onResponse(parsed);
         if (this.over) return;
         break;
       }

@@ -24,6 +24,11 @@ export interface ProxyResponse {
   setHeader(name: string, value: string): unknown;
   /** `headers` as an object, or as `[name, value, ...]` (names in lower case). */
   writeHead(status: number, headers: OutgoingHttpHeaders | string[]): unknown;
+  /**
+   * The own server's shortcut for an origin's head: its header lines passed on as received
+   * (ResponseHead.lines; `length`, `date`: they hold a Content-Length, a Date).
+   */
+  writeLines?(status: number, lines: string, length: boolean, date: boolean): unknown;
   /** False: wait for 'drain' before writing more. */
   write(chunk: Buffer): boolean;
   end(chunk?: string): unknown;

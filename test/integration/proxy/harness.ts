@@ -186,7 +186,7 @@ export async function startOrigin(listenPort = 0): Promise<Origin> {
       } else if (slow) {
         setTimeout(() => res.end(JSON.stringify(r)), Number(slow[1]));
       } else if (url.startsWith('/headers')) {
-        res.writeHead(200, { 'content-type': 'text/plain', connection: 'keep-alive, x-hop', 'keep-alive': 'timeout=5', 'x-hop': 'secret', 'x-kept': 'yes', 'set-cookie': ['a=1', 'b=2'] });
+        res.writeHead(200, { 'content-type': 'text/plain', connection: 'keep-alive, x-hop', 'keep-alive': 'timeout=5', 'x-hop': 'secret', 'x-kept': 'yes', 'set-cookie': ['a=1', 'b=2'], 'strict-transport-security': 'max-age=5' });
         res.end('ok');
       } else {
         res.writeHead(200, { 'content-type': 'application/json' });

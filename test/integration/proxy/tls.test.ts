@@ -99,6 +99,12 @@ test('HSTS on HTTPS responses of sites that set hsts_max_age, errors included', 
   assert.equal((await https('shop.test')).headers['strict-transport-security'], 'max-age=31536000');
   assert.equal((await https('shop.test', '/', shopPem).then(() => https('x.shop.test', '/'))).headers['strict-transport-security'], 'max-age=31536000');
   assert.equal((await https('blog.test', '/', blogPem)).headers['strict-transport-security'], undefined);
+  // The site's policy replaces an origin's own; a site without one passes the origin's on.
+  const replaced = await https('shop.test', '/headers');
+  assert.equal(replaced.headers['strict-transport-security'], 'max-age=31536000');
+  assert.equal(replaced.headers['x-kept'], 'yes');
+  assert.deepEqual(replaced.headers['set-cookie'], ['a=1', 'b=2']);
+  assert.equal((await https('blog.test', '/headers', blogPem)).headers['strict-transport-security'], 'max-age=5');
   const refused = await request({ port: root.httpsPort, host: 'shop.test', method: 'TRACE', tls: { ca: shopPem } });
   assert.equal(refused.status, 405);
   assert.equal(refused.headers['strict-transport-security'], 'max-age=31536000');
