@@ -25,6 +25,20 @@ export type OriginHeaderBuilder = (rawHeaders: readonly string[], host: string |
 const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'host', 'expect', 'content-length']);
 const CLIENT_IP_HEADERS = ['x-forwarded-for', 'x-real-ip', 'forwarded'] as const;
 
+// Header names as clients spell them, lower-cased once: the same few dozen recur (and the same
+// strings, from the request parser's cache, so their lookup here is cheap).
+const LOWER = new Map<string, string>();
+const LOWER_MAX = 1024;
+
+function lowerName(name: string): string {
+  let lower = LOWER.get(name);
+  if (lower === undefined) {
+    lower = name.toLowerCase();
+    if (LOWER.size < LOWER_MAX) LOWER.set(name, lower);
+  }
+  return lower;
+}
+
 /** `for=` value of RFC 7239: IPv6 addresses are bracketed and quoted. */
 function forwardedFor(ip: string): string {
   return isIP(ip) === 6 ? `for="[${ip}]"` : `for=${ip}`;
@@ -51,7 +65,7 @@ export function createOriginHeaders(opts: OriginHeaderOptions): OriginHeaderBuil
     let chain: string | undefined;
     for (let i = 0; i < raw.length; i += 2) {
       const name = raw[i] as string;
-      const lower = name.toLowerCase();
+      const lower = lowerName(name);
       if (lower === 'connection') listed = connectionListed(raw[i + 1]);
       if (ALWAYS_DROPPED.has(lower)) continue;
       if (replaced.has(lower)) {
