@@ -85,7 +85,7 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
   const retiring = new Map<Origin, NodeJS.Timeout>();
 
   /** The origin's backoff entry (values failures, until), -1 when it has none; under the lock. */
-  const backoffOf = (key: string, create: boolean): number => table.find(key, 0, create);
+  const backoffOf = (key: string): number => table.find(key, 0, false);
 
   function acquire(s: OriginSettings): Origin {
     const key = settingsKey(s);
@@ -121,8 +121,13 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         return entry.pool;
       },
       backoffUntil() {
+        // No origin has had a backoff entry for a while (nearly always): nothing to look up.
+        if (Date.now() >= table.backoffHorizon) {
+          failing = false;
+          return 0;
+        }
         table.lock();
-        const at = backoffOf(backoffKey, false);
+        const at = backoffOf(backoffKey);
         const until = at === -1 ? 0 : (table.values[at + 2] as number);
         table.unlock();
         failing = at !== -1;
@@ -131,13 +136,15 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
       recordFailure(now) {
         failing = true;
         table.lock();
-        const at = backoffOf(backoffKey, true);
+        // An entry past its expiry (its count forgotten) starts over.
+        const at = table.find(backoffKey, now, true);
         if (at !== -1) {
           const failures = (table.values[at + 1] as number) + 1;
           table.values[at + 1] = failures;
           table.values[at + 2] = now + Math.min(BACKOFF_BASE_MS * 2 ** (failures - 1), BACKOFF_MAX_MS);
           // The failure count is forgotten a minute after the backoff ends without a new failure.
           table.values[at] = (table.values[at + 2] as number) + 60_000;
+          if ((table.values[at] as number) > table.backoffHorizon) table.backoffHorizon = table.values[at] as number;
         }
         table.unlock();
       },
@@ -147,7 +154,7 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         if (!failing) return;
         failing = false;
         table.lock();
-        const at = backoffOf(backoffKey, false);
+        const at = backoffOf(backoffKey);
         if (at !== -1) table.remove(at);
         table.unlock();
       },

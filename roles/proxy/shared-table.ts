@@ -34,8 +34,10 @@ const LOCK = 0;
 const LIVE = 1;
 const REFUSED = 2;
 const DIRTY = 3;
-// Header Float64 index of the latest ban expiry (a cheap "no ban can be active" test).
+// Header Float64 indexes of the latest ban expiry and the latest origin backoff expiry (cheap
+// "none can be active" tests), each on a cache line of its own.
 const BAN_HORIZON = 300;
+const BACKOFF_HORIZON = 312;
 
 // Slot: Int32 [0] key length + 1 (0 = empty), [1] key hash; Float64 [1] expiry, [2..7] values;
 // bytes 64..191 the key.
@@ -240,6 +242,15 @@ export class SharedTable {
 
   set banHorizon(until: number) {
     this.headerF64[BAN_HORIZON] = until;
+  }
+
+  /** The latest expiry of any origin backoff entry ever made (as banHorizon). */
+  get backoffHorizon(): number {
+    return this.headerF64[BACKOFF_HORIZON] as number;
+  }
+
+  set backoffHorizon(until: number) {
+    this.headerF64[BACKOFF_HORIZON] = until;
   }
 
   /** Puts the key's bytes into `scratch` and their hash into `hash`; returns their length. */
