@@ -20,7 +20,7 @@ import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
 import { plainIp } from './ip-match.ts';
 import type { PipelineServices } from './pipeline.ts';
-import type { RequestEvent, RequestEventSink } from './recent-events.ts';
+import type { PlaneRequestEvent, RequestEventSink } from './recent-events.ts';
 import type { ProxyRequest, ProxyResponse, RequestContext, Scheme } from './request-context.ts';
 import { sendRedirect, sendStatus } from './responses.ts';
 import { openTunnel, type Tunnel } from './tunnel.ts';
@@ -67,24 +67,11 @@ export interface DataPlaneOptions {
    * A tunnel ended: its bytes after the handshake, and the event published at its 101 (now
    * carrying the tunnel's totals), if it got that far.
    */
-  onTunnelClosed?: (site: string, up: number, down: number, event: RequestEvent | undefined) => void;
+  onTunnelClosed?: (site: string, up: number, down: number, event: PlaneRequestEvent | undefined) => void;
   /** Requests in flight went up or down by one (the worker's gauge in the shared table). */
   onInFlight?: (delta: number) => void;
   services: PipelineServices;
   logger: Logger;
-}
-
-let isoSecond = -1;
-let isoPrefix = '';
-/** `new Date(ms).toISOString()`, with the formatting done once a second (one event per request). */
-function isoTime(ms: number): string {
-  const second = Math.floor(ms / 1000);
-  if (second !== isoSecond) {
-    isoSecond = second;
-    isoPrefix = new Date(second * 1000).toISOString().slice(0, 20);
-  }
-  const milli = ms - second * 1000;
-  return `${isoPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
 }
 
 /** Splits an absolute-form target (`http://host/path`) into its authority and origin-form target. */
@@ -107,7 +94,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
   const live = new Set<Tunnel>();
 
   /** Publishes the request's event and counts its bytes; runs once, when the response is over (or at a 101). */
-  function finish(ctx: RequestContext, status?: number): RequestEvent | undefined {
+  function finish(ctx: RequestContext, status?: number): PlaneRequestEvent | undefined {
     // Tunnels publish at the 101; their connection's close comes later.
     if (ctx.finished) return undefined;
     ctx.finished = true;
@@ -116,9 +103,9 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     if (ctx.cleanups) for (const fn of ctx.cleanups) fn();
     const res = ctx.res;
     if (ctx.site) services.quota.add(ctx.site.id, ctx.site.config.bandwidth, ctx.bytesIn + ctx.bytesOut);
-    const event: RequestEvent = {
+    const event: PlaneRequestEvent = {
       kind: 'request',
-      time: isoTime(ctx.time),
+      time: ctx.time,
       site: ctx.site?.id ?? null,
       client_ip: ctx.clientIp,
       method: ctx.req.method ?? '',
@@ -246,7 +233,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
   /** Hands an upgrade that passed every check to the origin; at the 101 it becomes a live tunnel. */
   function tunnel(ctx: RequestContext, site: CompiledSite, socket: Duplex, head: Buffer): void {
     let release: (() => void) | undefined;
-    let event: RequestEvent | undefined;
+    let event: PlaneRequestEvent | undefined;
     const t = openTunnel(ctx, site, socket, head, services.shaper, {
       onOpen(handshakeIn, handshakeOut) {
         ctx.bytesIn += handshakeIn;

@@ -41,8 +41,14 @@ export interface QuotaExceededEvent {
 
 export type ProxyEvent = RequestEvent | QuotaExceededEvent | MitigationEvent;
 
+/**
+ * A request event as a worker's data plane makes it: `time` in ms since the epoch, formatted on
+ * the main thread (worker-protocol.ts), so the busy thread does not format a date per request.
+ */
+export type PlaneRequestEvent = Omit<RequestEvent, 'time'> & { time: number };
+
 /** Receives every request event as the request finishes; must not throw or block. */
-export type RequestEventSink = (event: RequestEvent) => void;
+export type RequestEventSink = (event: PlaneRequestEvent) => void;
 
 export interface RecentEvents {
   readonly record: (event: ProxyEvent) => void;

@@ -197,13 +197,10 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   const fromWorker = (index: number, m: FromWorker): void => {
     switch (m.type) {
       case 'events':
-        for (const e of unpackEvents(m.events)) {
-          if (e.ref !== undefined) {
-            tunnels.set(`${index}:${e.ref}`, e);
-            delete e.ref;
-          }
+        unpackEvents(m.events, (e, ref) => {
+          if (ref !== 0) tunnels.set(`${index}:${ref}`, e);
           events.publish(e);
-        }
+        });
         return;
       case 'tunnel': {
         telemetry.tunnelBytes(m.site, m.up, m.down);

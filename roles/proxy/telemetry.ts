@@ -44,6 +44,8 @@ export interface Telemetry {
 // Request duration buckets (seconds), from a cached hit to a slow origin.
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const UNROUTED = '-';
+// Status class labels, made once rather than per event.
+const STATUS_CLASSES = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
 const MINUTE_MS = 60_000;
 
 interface SiteCounters {
@@ -114,7 +116,7 @@ export function createTelemetry(retentionHours: number, now: () => number = Date
         return;
       }
       const s = site(e.site ?? UNROUTED);
-      const cls = `${Math.floor(e.status / 100)}xx`;
+      const cls = STATUS_CLASSES[Math.floor(e.status / 100)] ?? `${Math.floor(e.status / 100)}xx`;
       bump(s.requests, cls);
       s.bytesIn += e.bytes_in;
       s.bytesOut += e.bytes_out;

@@ -5,7 +5,7 @@
  * Request events go to the main thread in small batches; quota and mitigation notices at once.
  * The executable carries this file as its own bundle (a SEA asset, scripts/build.ts).
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData, type TransferListItem } from 'node:worker_threads';
 import type { Logger } from 'pino';
 import { createLogger } from '../../src/core/logger.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
@@ -22,9 +22,9 @@ import type { PipelineServices } from './pipeline.ts';
 import { createQuotaCounters } from './quota-store.ts';
 import { createRateCounters } from './rate-limit.ts';
 import { createRateShaper } from './rate-shaper.ts';
-import type { RequestEvent } from './recent-events.ts';
+import type { PlaneRequestEvent } from './recent-events.ts';
 import { SharedTable } from './shared-table.ts';
-import { decodeSites, type ConfigSnapshot, type FromWorker, type ToWorker, type WorkerData, EVENT_FIELDS, packEvent, type PackedEvents } from './worker-protocol.ts';
+import { decodeSites, type ConfigSnapshot, type FromWorker, type ToWorker, type WorkerData, EventPacker } from './worker-protocol.ts';
 
 // Request events leave in batches of at most this many, or this long after the first one, so
 // messages stay few under load; the admin API's sync flushes them at once.
@@ -36,7 +36,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   const rootLogger = createLogger({ name: 'osproxy', level: 'info' });
   rootLogger.level = levelOf(data.snapshot);
   const logger = rootLogger.child({ worker: data.index });
-  const post = (m: FromWorker): void => port.postMessage(m);
+  const post = (m: FromWorker, transfer?: TransferListItem[]): void => port.postMessage(m, transfer);
   const table = SharedTable.attach(data.table);
   let secret = Buffer.from(data.snapshot.secret);
   const services: PipelineServices = {
@@ -60,25 +60,24 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
   };
   let generation = build(data.snapshot, undefined);
 
-  let batch: PackedEvents = [];
+  const batch = new EventPacker(BATCH_MAX);
   let pending: NodeJS.Timeout | undefined;
   const flush = (): void => {
     if (pending) clearTimeout(pending);
     pending = undefined;
-    if (batch.length === 0) return;
-    post({ type: 'events', events: batch });
-    batch = [];
+    if (batch.count === 0) return;
+    const events = batch.take();
+    post({ type: 'events', events }, [events.fields.buffer]);
   };
   // A 101's event gets a number, so the tunnel's totals can follow it to the main thread.
-  const refs = new WeakMap<RequestEvent, number>();
+  const refs = new WeakMap<PlaneRequestEvent, number>();
   let nextRef = 0;
   const plane = createDataPlane({
     current: () => generation,
     onEvent(e) {
       let ref = 0;
       if (e.status === 101) refs.set(e, (ref = ++nextRef));
-      packEvent(batch, e, ref);
-      if (batch.length >= BATCH_MAX * EVENT_FIELDS) flush();
+      if (batch.add(e, ref)) flush();
       else pending ??= setTimeout(flush, BATCH_MS);
     },
     onTunnelClosed(site, up, down, event) {

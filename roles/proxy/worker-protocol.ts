@@ -9,7 +9,7 @@ import { deepFreeze } from '../../src/core/config-loader.ts';
 import { HeaderTarget, type ProxySiteFile } from './config.ts';
 import type { MitigationEvent } from './mitigation.ts';
 import type { QuotaExceeded } from './quota-store.ts';
-import type { RequestEvent } from './recent-events.ts';
+import type { PlaneRequestEvent, RequestEvent } from './recent-events.ts';
 
 /** A config generation as the main thread built it: each worker compiles its own from this. */
 export interface ConfigSnapshot {
@@ -34,45 +34,106 @@ export interface WorkerData {
   snapshot: ConfigSnapshot;
 }
 
-/** A request event of a WebSocket 101 carries `ref`, so its tunnel's totals can follow later. */
-export type WorkerRequestEvent = RequestEvent & { ref?: number };
-
 /**
- * Request events on their way to the main thread, flattened: EVENT_FIELDS values per event.
- * Structured cloning a dense array of primitives costs a fraction of cloning as many objects,
- * and a busy worker sends one event per request.
+ * Request events on their way to the main thread: EVENT_FIELDS numbers per event in a Float64Array
+ * (transferred, not copied), strings as indexes into `strings`, where each distinct one appears
+ * once per batch. A batch's events share their site, host, method and address strings, so
+ * cloning costs a fraction of cloning each event's, and the main thread keeps one copy of each.
  */
-export type PackedEvents = (string | number | null)[];
+export interface PackedEvents {
+  strings: string[];
+  fields: Float64Array<ArrayBuffer>;
+}
 export const EVENT_FIELDS = 12;
+// The string index of a null field.
+const NO_STRING = -1;
 
-/** Appends one event (and its tunnel ref, 0 for none) to a batch; runs once per request in a worker. */
-export function packEvent(out: PackedEvents, e: RequestEvent, ref: number): void {
-  out.push(e.time, e.site, e.client_ip, e.method, e.host, e.path, e.status, e.bytes_in, e.bytes_out, e.duration_ms, e.rule, ref);
+/** Collects a worker's request events into batches; one per worker. */
+export class EventPacker {
+  count = 0;
+  private readonly max: number;
+  private readonly fields: Float64Array<ArrayBuffer>;
+  private strings: string[] = [];
+  private readonly ids = new Map<string, number>();
+
+  constructor(max: number) {
+    this.max = max;
+    this.fields = new Float64Array(max * EVENT_FIELDS);
+  }
+
+  private id(s: string | null): number {
+    if (s === null) return NO_STRING;
+    let id = this.ids.get(s);
+    if (id === undefined) {
+      id = this.strings.push(s) - 1;
+      this.ids.set(s, id);
+    }
+    return id;
+  }
+
+  /** Adds one event and its tunnel ref (0 for none); true once the batch is full. Runs once per request. */
+  add(e: PlaneRequestEvent, ref: number): boolean {
+    const f = this.fields;
+    const i = this.count * EVENT_FIELDS;
+    f[i] = e.time;
+    f[i + 1] = this.id(e.site);
+    f[i + 2] = this.id(e.client_ip);
+    f[i + 3] = this.id(e.method);
+    f[i + 4] = this.id(e.host);
+    f[i + 5] = this.id(e.path);
+    f[i + 6] = e.status;
+    f[i + 7] = e.bytes_in;
+    f[i + 8] = e.bytes_out;
+    f[i + 9] = e.duration_ms;
+    f[i + 10] = this.id(e.rule);
+    f[i + 11] = ref;
+    return ++this.count >= this.max;
+  }
+
+  /** The batch so far (its buffer is the caller's to transfer); the next one starts empty. */
+  take(): PackedEvents {
+    const batch = { strings: this.strings, fields: this.fields.slice(0, this.count * EVENT_FIELDS) };
+    this.strings = [];
+    this.ids.clear();
+    this.count = 0;
+    return batch;
+  }
 }
 
-/** The events of a batch; runs on the main thread for each batch. */
-export function unpackEvents(packed: PackedEvents): WorkerRequestEvent[] {
-  const out: WorkerRequestEvent[] = [];
-  for (let i = 0; i + EVENT_FIELDS <= packed.length; i += EVENT_FIELDS) {
-    const e: WorkerRequestEvent = {
-      kind: 'request',
-      time: packed[i] as string,
-      site: packed[i + 1] as string | null,
-      client_ip: packed[i + 2] as string,
-      method: packed[i + 3] as string,
-      host: packed[i + 4] as string,
-      path: packed[i + 5] as string,
-      status: packed[i + 6] as number,
-      bytes_in: packed[i + 7] as number,
-      bytes_out: packed[i + 8] as number,
-      duration_ms: packed[i + 9] as number,
-      rule: packed[i + 10] as string | null,
-    };
-    const ref = packed[i + 11] as number;
-    if (ref !== 0) e.ref = ref;
-    out.push(e);
+let isoSecond = -1;
+let isoPrefix = '';
+/** `new Date(ms).toISOString()`, with the formatting done once a second (one event per request). */
+export function isoTime(ms: number): string {
+  const second = Math.floor(ms / 1000);
+  if (second !== isoSecond) {
+    isoSecond = second;
+    isoPrefix = new Date(second * 1000).toISOString().slice(0, 20);
   }
-  return out;
+  const milli = ms - second * 1000;
+  return `${isoPrefix}${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
+}
+
+/** Hands each event of a batch, with its tunnel ref (0 for none), to `each`; runs on the main thread. */
+export function unpackEvents(packed: PackedEvents, each: (e: RequestEvent, ref: number) => void): void {
+  const { strings, fields: f } = packed;
+  const str = (id: number): string | null => (id === NO_STRING ? null : (strings[id] as string));
+  for (let i = 0; i + EVENT_FIELDS <= f.length; i += EVENT_FIELDS) {
+    const e: RequestEvent = {
+      kind: 'request',
+      time: isoTime(f[i] as number),
+      site: str(f[i + 1] as number),
+      client_ip: str(f[i + 2] as number) as string,
+      method: str(f[i + 3] as number) as string,
+      host: str(f[i + 4] as number) as string,
+      path: str(f[i + 5] as number) as string,
+      status: f[i + 6] as number,
+      bytes_in: f[i + 7] as number,
+      bytes_out: f[i + 8] as number,
+      duration_ms: f[i + 9] as number,
+      rule: str(f[i + 10] as number),
+    };
+    each(e, f[i + 11] as number);
+  }
 }
 
 export type FromWorker =
