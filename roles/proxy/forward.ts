@@ -7,13 +7,13 @@
  * caps: the origin stream pauses while a bucket is in debt.
  */
 import type { BodyPrefix } from './body-inspect.ts';
-import { headerList } from './http1-parse.ts';
+import { headerList, type ResponseHead } from './http1-parse.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { plainIp } from './ip-match.ts';
-import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginHandler } from './origin-client.ts';
+import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginError, type OriginHandler } from './origin-client.ts';
 import type { ProxyEndpoints } from './proxy-protocol.ts';
 import type { RateShaper } from './rate-shaper.ts';
-import { onRequestDone, type ProxyRequest, type RequestContext } from './request-context.ts';
+import { onRequestDone, type ProxyRequest, type ProxyResponse, type RequestContext } from './request-context.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import { sendStatus } from './responses.ts';
 
@@ -56,13 +56,132 @@ export function endpointsOf(ctx: RequestContext): ProxyEndpoints {
 }
 
 /**
+ * One forwarded request's side of the exchange: the origin's answer goes to the client, shaped
+ * when the site caps send rates. A class, not a literal of closures: one object per request.
+ */
+class ForwardHandler implements OriginHandler {
+  /** Set right after the request is sent; the callbacks that use it all run later. */
+  exchange: Exchange | undefined;
+  // A shaped chunk is waiting for its tokens; the end of the response waits behind it.
+  private delayed = false;
+  private endPending = false;
+  private readonly ctx: RequestContext;
+  private readonly site: CompiledSite;
+  private readonly shaper: RateShaper;
+  private readonly res: ProxyResponse;
+  private readonly hsts: string | undefined;
+  private readonly shaped: boolean;
+  // Made on the first backpressure only.
+  private resumer: (() => void) | undefined;
+
+  constructor(ctx: RequestContext, site: CompiledSite, shaper: RateShaper) {
+    this.ctx = ctx;
+    this.site = site;
+    this.shaper = shaper;
+    this.res = ctx.res;
+    this.hsts = ctx.scheme === 'https' ? site.hsts : undefined;
+    this.shaped = site.maxSiteBps !== null || site.maxIpBps !== null;
+  }
+
+  private get resume(): () => void {
+    return (this.resumer ??= () => this.exchange?.resume());
+  }
+
+  onBodySent(bytes: number): void {
+    this.ctx.bytesIn += bytes;
+  }
+
+  onResponse(head: ResponseHead): void {
+    const { res, hsts } = this;
+    this.site.origin.recordSuccess();
+    // The site's HSTS policy replaces the origin's: lines without one only get it added.
+    if (res.writeLines && (hsts === undefined || !head.hasHsts)) {
+      res.writeLines(head.status, hsts === undefined ? head.lines : `${head.lines}strict-transport-security: ${hsts}\r\n`, head.hasLength, head.hasDate);
+      return;
+    }
+    const out = headerList(head.lines);
+    if (hsts !== undefined) {
+      for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'strict-transport-security') out.splice(i, 2);
+      out.push('strict-transport-security', hsts);
+    }
+    res.writeHead(head.status, out);
+  }
+
+  onData(chunk: Buffer): boolean {
+    const res = this.res;
+    this.ctx.bytesOut += chunk.length;
+    const wait = this.shaped ? this.shaper.take(this.site, this.ctx.clientIp, chunk.length) : 0;
+    if (wait === 0) {
+      if (res.write(chunk)) return true;
+      res.once('drain', this.resume);
+      return false;
+    }
+    // Shaped: the chunk itself waits for its tokens, so the client sees the capped rate up to
+    // the last byte; the origin stream stays paused meanwhile.
+    this.delayed = true;
+    setTimeout(() => {
+      this.delayed = false;
+      if (res.destroyed) return;
+      const full = !res.write(chunk);
+      if (this.endPending) {
+        this.endPending = false;
+        res.end();
+      } else if (full) res.once('drain', this.resume);
+      else this.resume();
+    }, wait);
+    return false;
+  }
+
+  onEnd(): void {
+    if (this.delayed) {
+      this.endPending = true;
+      return;
+    }
+    this.res.end();
+  }
+
+  onError(err: OriginError): void {
+    const { ctx, res } = this;
+    const code = err.code;
+    if (code === ORIGIN_ERRORS.clientGone) {
+      res.destroy();
+      return;
+    }
+    if (code === ORIGIN_ERRORS.bodyTooLarge) {
+      ctx.rule = REQUEST_RULES.bodyLen;
+      if (res.headersSent) res.destroy();
+      else sendStatus(ctx, 413);
+      return;
+    }
+    if (res.headersSent) {
+      // Mid-body: the status is out; the client sees a cut response.
+      ctx.rule = ORIGIN_RULES.error;
+      res.destroy();
+      return;
+    }
+    if (CONNECT_ERRORS.has(code)) {
+      this.site.origin.recordFailure(Date.now());
+      ctx.rule = ORIGIN_RULES.connect;
+    } else {
+      ctx.rule = TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
+    }
+    sendStatus(ctx, 502);
+  }
+
+  /** The client is gone before its response was over: the origin request goes with it. */
+  readonly abandon = (): void => {
+    if (!this.res.writableFinished) this.exchange?.abort();
+  };
+}
+
+/**
  * Forwards one request that passed every check; runs last in the pipeline. `prefix` is the start
  * of the body the WAF's body phase already read. The response (or the
  * error answer) is written to `ctx.res`; `ctx.rule`, `ctx.bytesIn` and `ctx.bytesOut` are filled
  * for telemetry. Never throws.
  */
 export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: RateShaper, prefix?: BodyPrefix): void {
-  const { req, res } = ctx;
+  const req = ctx.req;
   const origin = site.origin;
   if (origin.backoffUntil() > Date.now()) {
     ctx.rule = ORIGIN_RULES.backoff;
@@ -72,93 +191,8 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
   const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp);
   let lines = '';
   for (let i = 0; i < headers.length; i += 2) lines += `${headers[i] as string}: ${headers[i + 1] as string}\r\n`;
-  const hsts = ctx.scheme === 'https' ? site.hsts : undefined;
-  const shaped = site.maxSiteBps !== null || site.maxIpBps !== null;
-  // A shaped chunk is waiting for its tokens; the end of the response waits behind it.
-  let delayed = false;
-  let endPending = false;
-
-  // A client gone before its response was over takes the origin request with it.
-  onRequestDone(ctx, () => {
-    if (!res.writableFinished) exchange.abort();
-  });
-
-  const handler: OriginHandler = {
-    onBodySent(bytes) {
-      ctx.bytesIn += bytes;
-    },
-    onResponse(head) {
-      origin.recordSuccess();
-      // The site's HSTS policy replaces the origin's: lines without one only get it added.
-      if (res.writeLines && (hsts === undefined || !head.hasHsts)) {
-        res.writeLines(head.status, hsts === undefined ? head.lines : `${head.lines}strict-transport-security: ${hsts}\r\n`, head.hasLength, head.hasDate);
-        return;
-      }
-      const out = headerList(head.lines);
-      if (hsts !== undefined) {
-        for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'strict-transport-security') out.splice(i, 2);
-        out.push('strict-transport-security', hsts);
-      }
-      res.writeHead(head.status, out);
-    },
-    onData(chunk) {
-      ctx.bytesOut += chunk.length;
-      const wait = shaped ? shaper.take(site, ctx.clientIp, chunk.length) : 0;
-      if (wait === 0) {
-        if (res.write(chunk)) return true;
-        res.once('drain', () => exchange.resume());
-        return false;
-      }
-      // Shaped: the chunk itself waits for its tokens, so the client sees the capped rate up to
-      // the last byte; the origin stream stays paused meanwhile.
-      delayed = true;
-      setTimeout(() => {
-        delayed = false;
-        if (res.destroyed) return;
-        const full = !res.write(chunk);
-        if (endPending) {
-          endPending = false;
-          res.end();
-        } else if (full) res.once('drain', () => exchange.resume());
-        else exchange.resume();
-      }, wait);
-      return false;
-    },
-    onEnd() {
-      if (delayed) {
-        endPending = true;
-        return;
-      }
-      res.end();
-    },
-    onError(err) {
-      const code = err.code;
-      if (code === ORIGIN_ERRORS.clientGone) {
-        res.destroy();
-        return;
-      }
-      if (code === ORIGIN_ERRORS.bodyTooLarge) {
-        ctx.rule = REQUEST_RULES.bodyLen;
-        if (res.headersSent) res.destroy();
-        else sendStatus(ctx, 413);
-        return;
-      }
-      if (res.headersSent) {
-        // Mid-body: the status is out; the client sees a cut response.
-        ctx.rule = ORIGIN_RULES.error;
-        res.destroy();
-        return;
-      }
-      if (CONNECT_ERRORS.has(code)) {
-        origin.recordFailure(Date.now());
-        ctx.rule = ORIGIN_RULES.connect;
-      } else {
-        ctx.rule = TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
-      }
-      sendStatus(ctx, 502);
-    },
-  };
+  const handler = new ForwardHandler(ctx, site, shaper);
+  onRequestDone(ctx, handler.abandon);
   const pool = origin.pool(origin.proxyProtocol === 'off' ? undefined : endpointsOf(ctx));
-  // The handler's callbacks that use `exchange` all run later (on close, drain or a timer).
-  const exchange: Exchange = pool.request(req.method ?? 'GET', ctx.target, lines, originBody(req, site.maxBodyBytes, prefix), handler);
+  handler.exchange = pool.request(req.method ?? 'GET', ctx.target, lines, originBody(req, site.maxBodyBytes, prefix), handler);
 }
