@@ -68,6 +68,29 @@ test('input is percent-decoded once and matched case-insensitively; double encod
   assert.equal(ruleOf(check(ctxOf('/s?q=1+UnIoN+SeLeCt+2'))), 'sqli', '+ is a space in the query');
 });
 
+test('remembered family verdicts: repeats, sites with other families, long targets and a full memo', () => {
+  const sqliOnly = createWafCheck(protection({ sqli: true }));
+  const xssOnly = createWafCheck(protection({ xss: true }));
+  const both = createWafCheck(protection({ sqli: true, xss: true }));
+  assert.ok(sqliOnly && xssOnly && both);
+  for (let round = 0; round < 3; round++) {
+    assert.equal(ruleOf(sqliOnly(ctxOf(SAMPLES.sqli))), 'sqli');
+    assert.equal(ruleOf(xssOnly(ctxOf(SAMPLES.sqli))), null, 'a verdict is remembered per set of families');
+    assert.equal(ruleOf(xssOnly(ctxOf(SAMPLES.xss))), 'xss');
+    assert.equal(ruleOf(sqliOnly(ctxOf(SAMPLES.xss))), null);
+    assert.equal(ruleOf(both(ctxOf(SAMPLES.xss))), 'xss');
+    assert.equal(ruleOf(both(ctxOf('/index.html'))), null);
+  }
+  const long = `/search?pad=${'a'.repeat(300)}&q=%3Cscript%3E`;
+  assert.equal(ruleOf(both(ctxOf(long))), 'xss');
+  assert.equal(ruleOf(both(ctxOf(long))), 'xss');
+  // More distinct targets than a memo holds: it starts over and every answer stays right.
+  for (let i = 0; i < 2_500; i++) {
+    assert.equal(ruleOf(both(ctxOf(`/p/${i}`))), null);
+    if (i % 500 === 0) assert.equal(ruleOf(both(ctxOf(`/p/${i}?id=1' or '1'='1`))), 'sqli');
+  }
+});
+
 test('custom rules: every target, header targets in both forms, actions block / challenge / log', () => {
   const rules: Waf['custom_rules'] = [
     { id: 'log-ua', name: 'watch curl', enabled: true, target: 'user_agent', pattern: 'curl', action: 'log' },

@@ -3,7 +3,7 @@
  * built-in pattern families, in that order, in the pipeline's waf phase (headers and target),
  * and again for the body in the body phase (body-inspect.ts) when `inspect_body` is on and the
  * body is text-like. Everything is compiled once per config generation; a request decodes its
- * target once, and only when some rule looks at it.
+ * target once, and only when some rule looks at it or its family verdict is not remembered.
  *
  * Verdicts: a family or scanner hit is 403 with the family's rule id (sqli, xss, path_traversal,
  * rce, scanner); a custom rule blocks (403), challenges, or logs (the request goes on with the
@@ -51,9 +51,36 @@ function formBodyText(body: Buffer, limit: number): string {
   return decodeOnce(bytes.toString('utf8'));
 }
 
-function decodedTarget(ctx: RequestContext): string {
-  const { target, path } = ctx;
-  return target.length > path.length ? `${decodeOnce(path)}?${decodeForm(target.slice(path.length + 1))}` : decodeOnce(path);
+/** A request target with its path percent-decoded once and its query form-decoded once. */
+function decodedTarget(target: string): string {
+  const q = target.indexOf('?');
+  return q === -1 ? decodeOnce(target) : `${decodeOnce(target.slice(0, q))}?${decodeForm(target.slice(q + 1))}`;
+}
+
+// Targets up to this long have their family verdict remembered (longer ones are rare and are
+// matched each time), so a memo holds at most 1,024 of them.
+const MEMO_TARGET_CHARS = 256;
+// The family verdict memos, one per set of enabled families (a bit per family): shared by every
+// site with the same set, so many sites cost no more memory than one.
+const FAMILY_MEMOS = new Map<number, (target: string) => Verdict | null>();
+
+/**
+ * The first enabled family that matches a request target, as a verdict (null: none). The same
+ * targets recur in real traffic (pages, assets, API routes), so the verdict of a short target is
+ * remembered; the patterns are fixed, so a remembered verdict is the one matching would give.
+ */
+function familyCheck(enabled: readonly Family[]): (target: string) => Verdict | null {
+  const families = enabled.map((f) => ({ re: FAMILIES[f].url, verdict: FAMILY_DENY[f] }));
+  const match = (target: string): Verdict | null => {
+    const decoded = decodedTarget(target);
+    for (const f of families) if (f.re.test(decoded)) return f.verdict;
+    return null;
+  };
+  const mask = enabled.reduce((m, f) => m | (1 << FAMILY_ORDER.indexOf(f)), 0);
+  let memo = FAMILY_MEMOS.get(mask);
+  if (!memo) FAMILY_MEMOS.set(mask, (memo = memoizeString(match)));
+  const remembered = memo;
+  return (target) => (target.length <= MEMO_TARGET_CHARS ? remembered(target) : match(target));
 }
 
 /** The views a request offers to custom rules, each computed at most once. */
@@ -78,7 +105,7 @@ class RequestViews {
 
   /** Path and query decoded once (`+` stays in the path, is a space in the query). */
   target(): string {
-    this.decodedTarget ??= decodedTarget(this.ctx);
+    this.decodedTarget ??= decodedTarget(this.ctx.target);
     return this.decodedTarget;
   }
 
@@ -180,10 +207,11 @@ const isScanner = memoizeString((ua: string): boolean => SCANNER_UA.test(ua));
 export function createWafCheck(protection: Protection): ((ctx: RequestContext) => Verdict) | undefined {
   const waf = protection.waf;
   const rules = compileRules(waf.custom_rules.filter((r) => r.target !== 'body'));
-  const families = enabledFamilies(waf).map((f) => ({ re: FAMILIES[f].url, verdict: FAMILY_DENY[f] }));
+  const enabled = enabledFamilies(waf);
+  const families = enabled.length > 0 ? familyCheck(enabled) : undefined;
   const scanner = waf.scanner_block;
   const rceHeaders = waf.rce;
-  if (!scanner && rules.length === 0 && families.length === 0) return undefined;
+  if (!scanner && rules.length === 0 && !families) return undefined;
 
   return function checkWaf(ctx) {
     const req = ctx.req;
@@ -191,13 +219,13 @@ export function createWafCheck(protection: Protection): ((ctx: RequestContext) =
       const ua = req.headers['user-agent'];
       if (ua !== undefined && isScanner(ua)) return SCANNER;
     }
-    // Requests of sites without custom rules decode their target once and allocate nothing else.
+    // Requests of sites without custom rules allocate nothing here.
     const views = rules.length > 0 ? new RequestViews(ctx) : undefined;
     const hit = views ? runRules(rules, ctx, (r) => views.input(r.target)) : NO_HIT;
     if (hit.block) return hit.block;
-    if (families.length > 0) {
-      const target = views ? views.target() : decodedTarget(ctx);
-      for (const f of families) if (f.re.test(target)) return f.verdict;
+    if (families) {
+      const verdict = families(ctx.target);
+      if (verdict) return verdict;
       if (rceHeaders && headersCarryRce(req.rawHeaders)) return FAMILY_DENY.rce;
     }
     return hit.challenge ?? ALLOW;
