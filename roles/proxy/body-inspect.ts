@@ -68,6 +68,14 @@ export async function runBodyCheck(ctx: RequestContext, check: WafBodyCheck): Pr
     ctx.res.destroy();
     return undefined;
   }
+  return checkBody(ctx, check, prefix);
+}
+
+/**
+ * Runs the body check on bytes already read: what the stream gave (runBodyCheck), or a whole
+ * body that arrived with the head (ProxyRequest.bufferedBody), checked without waiting a turn.
+ */
+export function checkBody(ctx: RequestContext, check: WafBodyCheck, prefix: BodyPrefix): { verdict: Verdict; prefix: BodyPrefix } {
   const body = prefix.chunks.length === 1 ? (prefix.chunks[0] as Buffer) : Buffer.concat(prefix.chunks as Buffer[]);
   const verdict = check.check(ctx, body);
   // Forwarded bytes are counted as they are sent; a refused body was read all the same.

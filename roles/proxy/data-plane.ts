@@ -14,7 +14,7 @@ import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CompiledSite } from './compiled-site.ts';
 import { GLOBAL_ACL_DENY } from './acl.ts';
-import { runBodyCheck } from './body-inspect.ts';
+import { checkBody, runBodyCheck } from './body-inspect.ts';
 import { forwardRequest } from './forward.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
@@ -219,12 +219,25 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     const verdict = site.pipeline(ctx);
     // The body phase: the WAF reads the start of a text-like body before it is forwarded.
     if (verdict.kind === 'allow' && site.bodyCheck?.wants(req)) {
+      const failed = (err: unknown): void => {
+        logger.error({ err, site: site.id }, 'body inspection failed');
+        ctx.res.destroy();
+      };
+      const whole = req.bufferedBody;
+      if (whole) {
+        let r: ReturnType<typeof checkBody>;
+        try {
+          r = checkBody(ctx, site.bodyCheck, { chunks: [whole], bytes: whole.length, ended: true });
+        } catch (err) {
+          failed(err);
+          return;
+        }
+        apply(ctx, r.verdict, (c, s) => forwardRequest(c, s, services.shaper, r.prefix));
+        return;
+      }
       runBodyCheck(ctx, site.bodyCheck)
         .then((r) => r && apply(ctx, r.verdict, (c, s) => forwardRequest(c, s, services.shaper, r.prefix)))
-        .catch((err: unknown) => {
-          logger.error({ err, site: site.id }, 'body inspection failed');
-          ctx.res.destroy();
-        });
+        .catch(failed);
       return;
     }
     apply(ctx, verdict, forward);

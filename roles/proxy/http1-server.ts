@@ -65,6 +65,8 @@ export class FastRequest extends Readable {
   complete: boolean;
   /** Body bytes still to come from the client. */
   remaining: number;
+  /** The whole body, when it arrived with the head (it is pushed into the stream all the same). */
+  bufferedBody: Buffer | undefined = undefined;
   private readonly conn: Http1Connection;
 
   constructor(conn: Http1Connection, head: RequestHead) {
@@ -386,6 +388,7 @@ class Http1Connection implements Expiring {
     } else {
       this.state = State.Body;
       this.deadline = deadlineIn(BODY_IDLE_MS);
+      if (rest && rest.length >= head.contentLength) req.bufferedBody = rest.subarray(0, head.contentLength);
       if (rest) this.feedBody(rest);
     }
     this.server.onRequest(req, res);

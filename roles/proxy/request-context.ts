@@ -13,7 +13,13 @@ export type Scheme = 'http' | 'https';
  * and the own server's FastRequest (http1-server.ts) both have it.
  */
 export type ProxyRequest = Pick<IncomingMessage, 'method' | 'url' | 'headers' | 'rawHeaders' | 'httpVersion' | 'httpVersionMajor' | 'httpVersionMinor' | 'socket' | 'complete'> &
-  Pick<Readable, 'on' | 'once' | 'off' | 'pause' | 'resume' | 'iterator' | 'destroy' | 'removeAllListeners'>;
+  Pick<Readable, 'on' | 'once' | 'off' | 'pause' | 'resume' | 'iterator' | 'destroy' | 'removeAllListeners'> & {
+    /**
+     * The whole body when it arrived with the head (the own server's requests only): it can be
+     * inspected and forwarded without reading the stream, where it is too.
+     */
+    readonly bufferedBody?: Buffer | undefined;
+  };
 
 /** What the data plane does with a response: node's ServerResponse and the own server's FastResponse. */
 export interface ProxyResponse {

@@ -186,11 +186,16 @@ test('each family can be switched off; inspect_body off leaves bodies alone', as
   assert.equal((await send('nobody', sqli)).status, 403, 'the target is still inspected');
 });
 
-/** Sends `body` with Content-Type `type`, chunked when asked; resolves with status and what the origin answered. */
-function post(siteId: string, body: Buffer, opts: { chunked?: boolean; type?: string } = {}): Promise<Reply> {
+/**
+ * Sends `body` with Content-Type `type`: with its Content-Length in one write (`whole`, the
+ * default: it arrives with the head), in pieces after the head (`pieces`), or chunked; resolves
+ * with status and what the origin answered.
+ */
+function post(siteId: string, body: Buffer, opts: { send?: 'whole' | 'pieces' | 'chunked'; type?: string } = {}): Promise<Reply> {
+  const send = opts.send ?? 'whole';
   return new Promise((resolve, reject) => {
     const headers = withBrowserHeaders({ host: `${siteId}.test`, 'content-type': opts.type ?? 'text/plain', 'x-forwarded-for': nextIp() });
-    if (!opts.chunked) headers['content-length'] = String(body.length);
+    if (send !== 'chunked') headers['content-length'] = String(body.length);
     const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: '/upload', method: 'POST', headers, agent: false });
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
@@ -198,24 +203,37 @@ function post(siteId: string, body: Buffer, opts: { chunked?: boolean; type?: st
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), text: Buffer.concat(chunks).toString() }));
     });
     req.on('error', reject);
-    if (opts.chunked) {
+    if (send === 'chunked') {
       // Several writes, so the proxy sees the body arrive in pieces.
       for (let i = 0; i < body.length; i += 700) req.write(body.subarray(i, i + 700));
       req.end();
+    } else if (send === 'pieces') {
+      // The head first, then the body a piece at a time on later turns.
+      req.flushHeaders();
+      let at = 0;
+      const next = (): void => {
+        if (at >= body.length) {
+          req.end();
+          return;
+        }
+        req.write(body.subarray(at, (at += 700)));
+        setTimeout(next, 5);
+      };
+      setTimeout(next, 5);
     } else req.end(body);
   });
 }
 
-test('body inspection reads body_inspect_bytes, then forwards the whole body intact (Content-Length and chunked)', async () => {
+test('body inspection reads body_inspect_bytes, then forwards the whole body intact (with the head, in pieces, chunked)', async () => {
   const payload = Buffer.from("note=<script>alert(1)</script>");
   const padding = Buffer.alloc(2000, 'a');
-  for (const chunked of [false, true]) {
+  for (const send of ['whole', 'pieces', 'chunked'] as const) {
     const early = Buffer.concat([payload, padding]);
-    assert.equal((await post('small', early, { chunked })).status, 403, `payload inside the first 1024 bytes, chunked=${chunked}`);
+    assert.equal((await post('small', early, { send })).status, 403, `payload inside the first 1024 bytes, ${send}`);
     assert.equal(await lastRule('small'), 'xss');
     const late = Buffer.concat([padding, payload, padding]);
-    const r = await post('small', late, { chunked });
-    assert.equal(r.status, 200, `payload past body_inspect_bytes is not seen, chunked=${chunked}`);
+    const r = await post('small', late, { send });
+    assert.equal(r.status, 200, `payload past body_inspect_bytes is not seen, ${send}`);
     const seen = JSON.parse(r.text) as { bodyBytes: number; bodySha256: string; complete: boolean };
     assert.equal(seen.bodyBytes, late.length);
     assert.equal(seen.bodySha256, createHash('sha256').update(late).digest('hex'));
@@ -224,7 +242,7 @@ test('body inspection reads body_inspect_bytes, then forwards the whole body int
   // Not text-like: streamed without inspection.
   assert.equal((await post('small', payload, { type: 'application/octet-stream' })).status, 200);
   // max_body_bytes still cuts a chunked body that the WAF buffered the start of.
-  assert.equal((await post('small', Buffer.alloc(300_000, 'a'), { chunked: true })).status, 413);
+  assert.equal((await post('small', Buffer.alloc(300_000, 'a'), { send: 'chunked' })).status, 413);
   assert.equal(await lastRule('small'), 'request.body_len');
 });
 
