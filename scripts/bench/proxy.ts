@@ -220,6 +220,13 @@ function writeOsproxyRoot(root: string, o: { proxyPort: number; adminPort: numbe
 export async function proxyBench(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'hk-proxy-bench-'));
   const children: ChildProcess[] = [];
+  // Interrupted (Ctrl-C, a timeout): the servers it started and its scratch directory go too.
+  const interrupted = (): void => {
+    for (const c of children) c.kill('SIGTERM');
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  };
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   try {
     mkdirSync(join(dir, 'www'));
     writeFileSync(join(dir, 'www', 'small'), Buffer.alloc(100, 'a'));
@@ -327,6 +334,7 @@ export async function proxyBench(): Promise<void> {
     writeSection('Proxy', body);
     process.stdout.write('bench: results written to the "## Proxy" section of docs/benchmarks.md\n');
   } finally {
+    process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
     for (const c of children.reverse()) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 500));
     rmSync(dir, { recursive: true, force: true });
