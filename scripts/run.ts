@@ -130,6 +130,12 @@ function main(): void {
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  // `make` killed on its own (a signal to it alone, not to the terminal's process group) does not
+  // pass the signal on: the services stop when this script's parent is gone.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) stop();
+  }, 1000).unref();
 }
 
 main();
