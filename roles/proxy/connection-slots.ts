@@ -19,19 +19,30 @@ export interface ConnectionSlots {
   site(siteId: string): number;
 }
 
-const siteKey = (siteId: string): string => `cs\0${siteId}`;
-const ipKey = (siteId: string, ip: string): string => `ci\0${siteId}\0${ip}`;
+// Keys: SITE + site id, and the site's IP prefix (`ci\0<site>\0`) + IP, each passed to the table
+// in two parts so no key is joined per request.
+const SITE = 'cs\0';
 
 /** Creates the counters in `table`; runs once per thread at start. */
 export function createConnectionSlots(table: SharedTable = SharedTable.create()): ConnectionSlots {
+  // Per-site IP key prefixes, one per site id seen (bounded: a long run's renamed sites).
+  const ipPrefixes = new Map<string, string>();
+  const ipPrefixOf = (siteId: string): string => {
+    let p = ipPrefixes.get(siteId);
+    if (p === undefined) {
+      if (ipPrefixes.size >= 4096) ipPrefixes.clear();
+      ipPrefixes.set(siteId, (p = `ci\0${siteId}\0`));
+    }
+    return p;
+  };
   // Both run under the table's lock.
-  function countOf(key: string, now: number): number {
-    const at = table.find(key, now, false);
+  function countOf(key: string, suffix: string, now: number): number {
+    const at = table.find(key, now, false, suffix);
     return at === -1 ? 0 : (table.values[at + 1] as number);
   }
-  /** Adds `by` to the count under `key`; an entry is deleted at zero. False when the table is full. */
-  function bump(key: string, by: number, now: number): boolean {
-    const at = table.find(key, now, by > 0);
+  /** Adds `by` to the count under `key` + `suffix`; an entry is deleted at zero. False when the table is full. */
+  function bump(key: string, suffix: string, by: number, now: number): boolean {
+    const at = table.find(key, now, by > 0, suffix);
     if (at === -1) return false;
     const n = (table.values[at + 1] as number) + by;
     if (n <= 0) table.remove(at);
@@ -39,14 +50,14 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
     return true;
   }
 
-  /** The release of a slot taken under `sk` and `ik` (each only when held: a full table holds none). */
-  function releaseOf(sk: string, ik: string, heldSite: boolean, heldIp: boolean): () => void {
+  /** The release of a slot taken for `siteId` and `ip` (each only when held: a full table holds none). */
+  function releaseOf(siteId: string, ipPrefix: string, ip: string, heldSite: boolean, heldIp: boolean): () => void {
     return function releaseSlot() {
       if (!heldSite && !heldIp) return;
       const t = Date.now();
       table.lock();
-      if (heldSite) bump(sk, -1, t);
-      if (heldIp) bump(ik, -1, t);
+      if (heldSite) bump(SITE, siteId, -1, t);
+      if (heldIp) bump(ipPrefix, ip, -1, t);
       table.unlock();
       heldSite = heldIp = false;
     };
@@ -54,41 +65,39 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
 
   return {
     acquire(siteId, ip) {
-      const sk = siteKey(siteId);
-      const ik = ipKey(siteId, ip);
+      const ipPrefix = ipPrefixOf(siteId);
       const now = Date.now();
       table.lock();
-      const release = releaseOf(sk, ik, bump(sk, 1, now), bump(ik, 1, now));
+      const release = releaseOf(siteId, ipPrefix, ip, bump(SITE, siteId, 1, now), bump(ipPrefix, ip, 1, now));
       table.unlock();
       return release;
     },
     tryAcquire(siteId, ip, perIp, perSite) {
-      const sk = siteKey(siteId);
-      const ik = ipKey(siteId, ip);
+      const ipPrefix = ipPrefixOf(siteId);
       const now = Date.now();
       const v = table.values;
       table.lock();
       // Each count is read and taken in one find (a find may move other entries, so an entry's
       // position is used only until the next find). A refusal gives back what it took.
-      const ipAt = table.find(ik, now, true);
+      const ipAt = table.find(ipPrefix, now, true, ip);
       if (ipAt !== -1 && perIp > 0 && (v[ipAt + 1] as number) >= perIp) {
         table.unlock();
         return 'per_ip';
       }
       if (ipAt !== -1) v[ipAt + 1] = (v[ipAt + 1] as number) + 1;
-      const siteAt = table.find(sk, now, true);
+      const siteAt = table.find(SITE, now, true, siteId);
       if (siteAt !== -1 && perSite > 0 && (v[siteAt + 1] as number) >= perSite) {
-        if (ipAt !== -1) bump(ik, -1, now);
+        if (ipAt !== -1) bump(ipPrefix, ip, -1, now);
         table.unlock();
         return 'per_site';
       }
       if (siteAt !== -1) v[siteAt + 1] = (v[siteAt + 1] as number) + 1;
       table.unlock();
-      return releaseOf(sk, ik, siteAt !== -1, ipAt !== -1);
+      return releaseOf(siteId, ipPrefix, ip, siteAt !== -1, ipAt !== -1);
     },
     site(siteId) {
       table.lock();
-      const n = countOf(siteKey(siteId), Date.now());
+      const n = countOf(SITE, siteId, Date.now());
       table.unlock();
       return n;
     },

@@ -136,7 +136,7 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
   function counter(siteId: string, settings: QuotaSettings, now: Date | undefined): number {
     const window = windowFor(settings.quota_reset_day, now);
     known.add(siteId);
-    const at = table.find(PREFIX + siteId, 0, true);
+    const at = table.find(PREFIX, 0, true, siteId);
     if (at === -1) return -1;
     const v = table.values;
     if (v[at + WINDOW] !== window) {
@@ -199,7 +199,7 @@ export function openQuotaStore(opts: { dataDir: string; table?: SharedTable; onE
   const known = new Set<string>();
   table.lock();
   for (const [id, c] of readCounters(file)) {
-    const at = table.find(PREFIX + id, 0, true);
+    const at = table.find(PREFIX, 0, true, id);
     if (at === -1) continue;
     table.values[at + WINDOW] = windowNumber(c.window);
     table.values[at + BYTES] = c.bytes;
@@ -214,7 +214,7 @@ export function openQuotaStore(opts: { dataDir: string; table?: SharedTable; onE
     const sites: Record<string, Counter> = {};
     table.lock();
     for (const id of known) {
-      const at = table.find(PREFIX + id, 0, false);
+      const at = table.find(PREFIX, 0, false, id);
       if (at === -1) continue;
       const v = table.values;
       sites[id] = { window: windowText(v[at + WINDOW] as number), bytes: v[at + BYTES] as number, notified: v[at + NOTIFIED] === 1 };

@@ -38,7 +38,7 @@ export function createRateCounters(table: SharedTable = SharedTable.create()): R
       const start = now - (now % ms);
       const retryAfter = Math.max(1, Math.ceil((start + ms - now) / 1000));
       table.lock();
-      const at = table.find(PREFIX + key, now, true);
+      const at = table.find(PREFIX, now, true, key);
       if (at === -1) {
         // A full table: the request is not counted (limits fail open, never the request).
         table.unlock();

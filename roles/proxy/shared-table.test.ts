@@ -425,6 +425,26 @@ test('long keys and keys above U+00FF are distinct keys', () => {
   assert.equal(t.values[t.find(base, 0, false) + 1], 1);
 });
 
+test('a key given as key and suffix is the same entry as the two joined, at every split', () => {
+  const t = SharedTable.create({ slots: 256 });
+  const base = 'p'.repeat(KEY_BYTES - 3);
+  const keys = ['ci\x00shop\x00203.0.113.7', 'q\x00shop', `${base}abc`, `${base}abcd`, 'caf\u00e9!', 'caf\u0101!', 'x'];
+  keys.forEach((k, i) => {
+    t.values[t.find(k, 0, true) + 1] = i + 1;
+  });
+  for (const [i, k] of keys.entries()) {
+    for (let cut = 0; cut <= k.length; cut++) {
+      const at = t.find(k.slice(0, cut), 0, false, k.slice(cut));
+      assert.notEqual(at, -1, `${JSON.stringify(k)} cut at ${cut}`);
+      assert.equal(t.values[at + 1], i + 1);
+    }
+  }
+  // Created through parts, found whole.
+  t.values[t.find('ci\x00shop\x00', 0, true, '198.51.100.9') + 1] = 99;
+  assert.equal(t.values[t.find('ci\x00shop\x00198.51.100.9', 0, false) + 1], 99);
+  assert.equal(t.size(), keys.length + 1);
+});
+
 test('the empty key is found again', () => {
   const t = SharedTable.create({ slots: 64 });
   const at = t.find('', 0, true);

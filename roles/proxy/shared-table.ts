@@ -117,11 +117,12 @@ export class SharedTable {
   }
 
   /**
-   * The entry of `key` (under the lock): its position in `values`, or -1 when it is absent and
-   * `create` is false, or the table is full. A created entry never expires until its user says so.
+   * The entry of `key` + `suffix` (under the lock): its position in `values`, or -1 when it is
+   * absent and `create` is false, or the table is full. A created entry never expires until its
+   * user says so.
    */
-  find(key: string, now: number, create: boolean): number {
-    const len = this.encode(key);
+  find(key: string, now: number, create: boolean, suffix = ''): number {
+    const len = this.encode(key, suffix);
     const hash = this.hash;
     const { i32, values, mask } = this;
     let i = hash & mask;
@@ -253,29 +254,38 @@ export class SharedTable {
     this.headerF64[BACKOFF_HORIZON] = until;
   }
 
-  /** Puts the key's bytes into `scratch` and their hash into `hash`; returns their length. */
-  private encode(key: string): number {
+  /**
+   * Puts the bytes of `key` followed by `suffix` into `scratch` and their hash into `hash`;
+   * returns their length. Two parts, so callers need not join a prefix and an id per request.
+   */
+  private encode(key: string, suffix: string): number {
     const s = this.scratch;
-    const n = key.length;
+    const n = key.length + suffix.length;
     if (n <= KEY_BYTES) {
       // FNV-1a over the bytes as they are written.
       let h = 0x811c9dc5;
-      let i = 0;
-      for (; i < n; i++) {
+      let wide = false;
+      for (let i = 0; i < key.length; i++) {
         const c = key.charCodeAt(i);
-        if (c > 0xff) break;
+        wide ||= c > 0xff;
         s[i] = c;
         h = Math.imul(h ^ c, 0x01000193);
       }
-      if (i === n) {
+      for (let i = 0, at = key.length; i < suffix.length; i++, at++) {
+        const c = suffix.charCodeAt(i);
+        wide ||= c > 0xff;
+        s[at] = c;
+        h = Math.imul(h ^ c, 0x01000193);
+      }
+      if (!wide) {
         // Signed, as the Int32Array stores it.
         this.hash = h | 0;
         return n;
       }
     }
     // Longer or wider keys are stored by their digest; no proxy key needs this in practice.
-    const digest = createHash('sha256').update(key).digest().toString('latin1');
-    return this.encode(`#${digest}`);
+    const digest = createHash('sha256').update(key + suffix).digest().toString('latin1');
+    return this.encode(`#${digest}`, '');
   }
 
   private keyAt(slot: number): string {
