@@ -38,8 +38,11 @@ const TOKEN = 'bench-token-0123456789abcdef';
 const DURATION = '5s';
 /** Each server's warm-up per case: V8 keeps optimizing osproxy's data plane for several seconds. */
 const WARMUP = '5s';
-/** Measured runs per server and case, nginx and osproxy taking turns; the median counts. */
-const ROUNDS = 3;
+/**
+ * Measured runs per server and case, the servers taking turns (which one goes first alternates);
+ * the median counts. Five, because on a shared machine three let one slow moment pick the median.
+ */
+const ROUNDS = 5;
 const CONNECTIONS = 32;
 const EXE = join(ROOT, 'dist', 'hostkit-linux-x64');
 const RELAY = join(ROOT, 'scripts', 'bench', 'relay.ts');
@@ -291,7 +294,7 @@ export async function proxyBench(): Promise<void> {
         const runs = new Map<string, WrkResult[]>(targets.map(([name]) => [name, []]));
         for (const [, server, load] of targets) wrk(server.port, load, WARMUP);
         for (let round = 0; round < ROUNDS; round++) {
-          for (const [name, server, load] of targets) runs.get(name)?.push(wrk(server.port, load, DURATION, server.pid));
+          for (const [name, server, load] of round % 2 === 0 ? targets : [...targets].reverse()) runs.get(name)?.push(wrk(server.port, load, DURATION, server.pid));
         }
         const median = new Map([...runs].map(([name, r]) => [name, medianRun(r)]));
         for (const [name, r] of median) {
@@ -310,7 +313,7 @@ export async function proxyBench(): Promise<void> {
     const aclRows = await aclLookupRows();
     const body = [
       '',
-      `${new Date().toISOString().slice(0, 10)}, ${machine()}. \`node scripts/bench/proxy.ts\` (the built executable): wrk -t1 -c${CONNECTIONS}, per case a ${WARMUP} warm-up of each server, then ${ROUNDS} runs of ${DURATION} each with nginx and osproxy taking turns, the median run reported; same nginx origin (static files, a worker per core) behind both, nginx with \`proxy_pass\` and \`keepalive 32\`; "workers" is nginx's \`worker_processes\` and osproxy's \`workers\` (all: \`workers: 0\`). wrk, the origin and the proxies share the ${CORES} cores, so the all-cores rows measure how each shares a full machine rather than ${CORES}x one core. Target: osproxy at least 0.8x nginx's requests/s with the same worker count, p99 within 1.5x. On this shared virtual machine single runs of the same row vary by up to a third (nginx too), hence the medians; compare rows of one benchmark run.`,
+      `${new Date().toISOString().slice(0, 10)}, ${machine()}. \`node scripts/bench/proxy.ts\` (the built executable): wrk -t1 -c${CONNECTIONS}, per case a ${WARMUP} warm-up of each server, then ${ROUNDS} runs of ${DURATION} each with nginx and osproxy taking turns (which goes first alternates), the median run reported; same nginx origin (static files, a worker per core) behind both, nginx with \`proxy_pass\` and \`keepalive 32\`; "workers" is nginx's \`worker_processes\` and osproxy's \`workers\` (all: \`workers: 0\`). wrk, the origin and the proxies share the ${CORES} cores, so the all-cores rows measure how each shares a full machine rather than ${CORES}x one core. Target: osproxy at least 0.8x nginx's requests/s with the same worker count, p99 within 1.5x. On this shared virtual machine single runs of the same row vary by up to a third (nginx too), hence the medians; compare rows of one benchmark run.`,
       '',
       '| body | workers | nginx req/s | osproxy req/s | osproxy / nginx | nginx p50 / p99 | osproxy p50 / p99 |',
       '|---|---|---|---|---|---|---|',
