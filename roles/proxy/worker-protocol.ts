@@ -44,7 +44,7 @@ export interface PackedEvents {
   strings: string[];
   fields: Float64Array<ArrayBuffer>;
 }
-export const EVENT_FIELDS = 12;
+const EVENT_FIELDS = 12;
 // The string index of a null field.
 const NO_STRING = -1;
 
