@@ -1,3 +1,12 @@
+// V8 copies substrings shorter than this instead of pointing into their parent.
+const SLICE_MIN = 13;
+
+/** `s` as a string of its own: not a slice that keeps a larger string (a whole head) alive. */
+function detached(s: string): string {
+  // Slicing a joined string copies it first, so the result refers to nothing larger.
+  return s.length < SLICE_MIN ? s : ` ${s}`.slice(1);
+}
+
 /**
  * Remembers a pure function of a string for the last distinct inputs: user-agent tests run
  * several regular expressions per request, while real traffic repeats a few hundred user agents.
@@ -13,8 +22,7 @@ export function memoizeString<T>(fn: (input: string) => T, max = 1024): (input: 
     if (v === undefined && !seen.has(input)) {
       v = fn(input);
       if (seen.size >= max) seen.clear();
-      // Slicing a joined string copies it first, so the kept key refers to nothing larger.
-      seen.set(` ${input}`.slice(1), v);
+      seen.set(detached(input), v);
     }
     return v as T;
   };
