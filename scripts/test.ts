@@ -7,7 +7,8 @@
 import { run } from 'node:test';
 import { spec } from 'node:test/reporters';
 import { execFileSync } from 'node:child_process';
-import { globSync } from 'node:fs';
+import { globSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -60,6 +61,10 @@ async function runSuite(suite: Suite): Promise<{ passed: number; failed: number;
 
 async function main(): Promise<void> {
   const only = process.argv.slice(2);
+  // Every test's scratch files (roots, sockets, certificates, browser profiles) go under one
+  // directory: removed after a run that passed, kept and named after a failure.
+  const scratch = mkdtempSync(join(tmpdir(), 'hostkit-test-'));
+  process.env['TMPDIR'] = scratch;
   const total = { passed: 0, failed: 0, skipped: 0 };
   for (const suite of SUITES.filter((s) => only.length === 0 || only.includes(s.name))) {
     let c: Awaited<ReturnType<typeof runSuite>>;
@@ -74,6 +79,8 @@ async function main(): Promise<void> {
     total.skipped += c.skipped;
   }
   process.stdout.write(`\n${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
+  if (total.failed > 0) process.stdout.write(`the tests' scratch files are kept in ${scratch}\n`);
+  else rmSync(scratch, { recursive: true, force: true });
   process.exitCode = total.failed > 0 ? 1 : 0;
 }
 
