@@ -116,7 +116,8 @@ export function createTelemetry(retentionHours: number, now: () => number = Date
         return;
       }
       const s = site(e.site ?? UNROUTED);
-      const cls = STATUS_CLASSES[Math.floor(e.status / 100)] ?? `${Math.floor(e.status / 100)}xx`;
+      const hundreds = Math.floor(e.status / 100);
+      const cls = STATUS_CLASSES[hundreds] ?? `${hundreds}xx`;
       bump(s.requests, cls);
       s.bytesIn += e.bytes_in;
       s.bytesOut += e.bytes_out;
