@@ -13,8 +13,9 @@
  */
 import { EventEmitter } from 'node:events';
 import { STATUS_CODES, type OutgoingHttpHeaders, type Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import { Readable } from 'node:stream';
+import { TLSSocket } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
 import { PartialHead, headerList, parseRequestHead, type RequestHead } from './http1-parse.ts';
 
@@ -34,6 +35,31 @@ const CLIENT_DEADLINES = new DeadlineList(250);
 const PIPELINE_BUFFER = 64 * 1024;
 // A body up to this size leaves in the same write as the response head.
 const COALESCE_BYTES = 16 * 1024;
+
+// Plain TCP client connections read into this one buffer (net's `onread`), as origin connections
+// do: no ArrayBuffer allocated, tracked and swept per read, and no stream event. A read is handled
+// before the next one lands here, and whatever a connection keeps of it is copied first (own()).
+const READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+/** `bytes` as a buffer that outlives the current read: a copy when they lie in READ_BUFFER. */
+function own(bytes: Buffer): Buffer {
+  return bytes.buffer === READ_BUFFER.buffer ? Buffer.from(bytes) : bytes;
+}
+
+/**
+ * A socket on the connection `paused` was accepted on, reading into READ_BUFFER. Node's server
+ * has no `onread` for the sockets it accepts, so the connection is accepted paused (nothing read
+ * yet) and its handle taken over by a socket made with `onread`: `_handle` and the `handle`
+ * option are what node's own servers use to do this. `paused` is let go without closing the
+ * connection.
+ */
+function withSharedReads(paused: Socket, onRead: (n: number) => boolean): Socket {
+  const accepted = paused as Socket & { _handle: unknown };
+  const handle = accepted._handle;
+  accepted._handle = null;
+  paused.destroy();
+  return new Socket({ handle, allowHalfOpen: true, onread: { buffer: READ_BUFFER, callback: onRead } } as ConstructorParameters<typeof Socket>[0]);
+}
 
 const State = { Head: 0, Body: 1, Responding: 2, Discarding: 3, Closed: 4, Handed: 5 } as const;
 type State = (typeof State)[keyof typeof State];
@@ -273,13 +299,18 @@ class Http1Connection implements Expiring {
   /** The client closed its sending side (sockets are half-open capable, as node's server's). */
   private peerEnded = false;
 
+  /**
+   * `socket` is a TLS socket, read through 'data' events, or a plain TCP socket accepted with
+   * pauseOnConnect, which from here on reads into READ_BUFFER.
+   */
   constructor(server: Http1ServerImpl, socket: Socket) {
     this.server = server;
+    if (socket instanceof TLSSocket) socket.on('data', this.onData);
+    else socket = withSharedReads(socket, this.onRead);
     this.socket = socket;
     socket.setNoDelay(true);
     this.deadline = deadlineIn(HEADERS_TIMEOUT_MS);
     CLIENT_DEADLINES.add(this);
-    socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('error', this.onError);
     socket.on('close', this.onClose);
@@ -298,6 +329,20 @@ class Http1Connection implements Expiring {
   get idle(): boolean {
     return this.state === State.Head && this.buf === null;
   }
+
+  /** A read into READ_BUFFER. A pause during it (backpressure) stops reading by itself. */
+  private readonly onRead = (n: number): boolean => {
+    const chunk = READ_BUFFER.subarray(0, n);
+    if (this.state === State.Handed) {
+      // Node's server reads the connection through the socket's stream once it lets go of it
+      // (an upgrade's tunnel): the bytes go there.
+      return this.socket.push(Buffer.from(chunk));
+    }
+    this.onData(chunk);
+    // Bytes kept for later (a partial head, pipelined requests) must outlive this read.
+    if (this.buf !== null) this.buf = own(this.buf);
+    return true;
+  };
 
   private readonly onData = (chunk: Buffer): void => {
     switch (this.state) {
@@ -375,7 +420,7 @@ class Http1Connection implements Expiring {
       this.handOff();
       return false;
     }
-    const rest = end === buf.length ? null : buf.subarray(end);
+    const rest = end === buf.length ? null : own(buf.subarray(end));
     const req = new FastRequest(this, head);
     const res = new FastResponse(this, head.method, head.close);
     this.req = req;
@@ -401,7 +446,7 @@ class Http1Connection implements Expiring {
     const n = Math.min(req.remaining, chunk.length);
     req.remaining -= n;
     if (this.state === State.Body) this.deadline = deadlineIn(BODY_IDLE_MS);
-    const more = req.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+    const more = req.push(own(n === chunk.length ? chunk : chunk.subarray(0, n)));
     if (n < chunk.length) this.buf = chunk.subarray(n);
     if (req.remaining === 0) {
       req.complete = true;
@@ -483,7 +528,7 @@ class Http1Connection implements Expiring {
     CLIENT_DEADLINES.delete(this);
     this.server.connections.delete(this);
     socket.pause();
-    if (this.buf) socket.unshift(this.buf);
+    if (this.buf) socket.unshift(own(this.buf));
     this.buf = null;
     this.server.fallback.emit('connection', socket);
     socket.resume();
@@ -496,7 +541,10 @@ class Http1Connection implements Expiring {
 }
 
 export interface Http1Server {
-  /** Serves a new client connection (TCP, or TLS once its handshake is done). */
+  /**
+   * Serves a new client connection: TLS once its handshake is done, or TCP accepted with
+   * `pauseOnConnect` (nothing read yet; the server takes its reading over).
+   */
   accept(socket: Socket): void;
   /** The cap on a request head for new requests (node's maxHeaderSize); runs after each reload. */
   setMaxHeaderSize(bytes: number): void;

@@ -74,7 +74,8 @@ export async function startListeners(opts: {
     for (const address of opts.http) {
       const l = listener('http');
       // Half-open like node's own server: a client that stops sending still gets its answers.
-      const socketServer = createNetServer({ allowHalfOpen: true }, (socket) => l.fast.accept(socket));
+      // Paused: the own server reads the connection its own way (Http1Server.accept).
+      const socketServer = createNetServer({ allowHalfOpen: true, pauseOnConnect: true }, (socket) => l.fast.accept(socket));
       listeners.push({ ...l, socketServer });
       addresses.push(`http://${await listen(socketServer, address, reusePort)}`);
     }

@@ -338,3 +338,52 @@ test('a head sent a byte at a time is served (incrementally parsed, not rescanne
   });
   assert.match(JSON.parse(responses(text)[0]?.body ?? '{}').head, /^GET \/echo\?slow /);
 });
+
+test('connections whose reads interleave keep every byte they buffer: split heads, bodies in pieces, pipelined requests', { timeout: 20_000 }, async () => {
+  // Client reads land in one buffer the worker shares (net's onread); what a connection keeps
+  // past a read must be its own copy. Twelve connections write their next piece in turn, each
+  // piece its own read, so every kept byte would be overwritten by other connections' reads.
+  const conns = 12;
+  const scripts = Array.from({ length: conns }, (_, c) => {
+    const body = Buffer.alloc(3000 + c * 97, `body-${c}-`);
+    const post = Buffer.from(`POST /echo?c=${c} HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: ${body.length}\r\n\r\n`);
+    const bytes = Buffer.concat([post, body, Buffer.from(get(`/echo?after=${c}`) + get(`/echo?last=${c}`))]);
+    const pieces: Buffer[] = [];
+    for (let at = 0; at < bytes.length; at += 700) pieces.push(bytes.subarray(at, at + 700));
+    return { body, pieces };
+  });
+  const sockets = scripts.map(() => connect(root.httpPort, '127.0.0.1'));
+  const texts = sockets.map(() => '');
+  const done = Promise.all(
+    sockets.map(
+      (socket, c) =>
+        new Promise<void>((resolve, reject) => {
+          socket.setNoDelay(true);
+          socket.on('error', reject);
+          socket.on('data', (d: Buffer) => {
+            texts[c] += d.toString('latin1');
+            if (responses(texts[c] as string).length >= 3) resolve();
+          });
+        }),
+    ),
+  );
+  await Promise.all(sockets.map((s) => new Promise((r) => s.once('connect', r))));
+  const rounds = Math.max(...scripts.map((s) => s.pieces.length));
+  for (let i = 0; i < rounds; i++) {
+    for (const [c, s] of scripts.entries()) {
+      const piece = s.pieces[i];
+      if (piece) sockets[c]?.write(piece);
+    }
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  await done;
+  for (const [c, s] of scripts.entries()) {
+    const [post, after, last] = responses(texts[c] as string).map((r) => JSON.parse(r.body) as { head: string; sha: string; length: number });
+    sockets[c]?.destroy();
+    assert.equal(post?.length, s.body.length, `connection ${c}: body length`);
+    assert.equal(post?.sha, createHash('sha256').update(s.body).digest('hex'), `connection ${c}: body bytes`);
+    assert.match(post?.head ?? '', new RegExp(`^POST /echo\\?c=${c} `));
+    assert.match(after?.head ?? '', new RegExp(`^GET /echo\\?after=${c} `));
+    assert.match(last?.head ?? '', new RegExp(`^GET /echo\\?last=${c} `));
+  }
+});
