@@ -4,7 +4,7 @@ import { BlockList } from 'node:net';
 import { createIpRanges } from './ip-ranges.ts';
 import { createAclTest } from './acl.ts';
 import { createBanList, MAX_BAN_SECS } from './ban-list.ts';
-import { createRateCounters } from './rate-limit.ts';
+import { createRateCounters, type WindowHit } from './rate-limit.ts';
 
 test('IPv4 and IPv6 CIDRs; a plain IP is /32 or /128', () => {
   const m = createIpRanges(['10.0.0.0/8', '192.0.2.7', '2001:db8::/32', '::1', 'fe80::1/128', '203.0.113.0/24', 'garbage', '1.2.3.4/33']);
@@ -98,10 +98,26 @@ test('bans: site before global, expiry, doubling for repeat offenders capped at 
 
 test('rate counters: fixed windows, counts over the limit, Retry-After to the window end', () => {
   const c = createRateCounters();
+  const hit = (prefix: string, id: string, limit: number, windowSecs: number, now: number): WindowHit => {
+    c.lock();
+    const h = c.count(prefix, id, limit, windowSecs, now);
+    c.unlock();
+    return h;
+  };
   const t0 = 60_000 * 1000;
-  for (let i = 1; i <= 3; i++) assert.equal(c.hit('k', 3, 60, t0 + i).over, 0);
-  const h = c.hit('k', 3, 60, t0 + 10_000);
+  for (let i = 1; i <= 3; i++) assert.equal(hit('p\0', 'k', 3, 60, t0 + i).over, 0);
+  const h = hit('p\0', 'k', 3, 60, t0 + 10_000);
   assert.deepEqual(h, { count: 4, over: 1, retryAfter: 50 });
-  assert.equal(c.hit('k', 3, 60, t0 + 10_001).over, 2);
-  assert.equal(c.hit('k', 3, 60, t0 + 60_000).count, 1, 'a new window starts at zero');
+  assert.equal(hit('p\0', 'k', 3, 60, t0 + 10_001).over, 2);
+  assert.equal(hit('p\0', 'k', 3, 60, t0 + 60_000).count, 1, 'a new window starts at zero');
+  // A key is its two parts joined: however it is split, it is one window.
+  assert.equal(hit('p\0k', '', 3, 60, t0 + 60_001).count, 2);
+  assert.equal(hit('p', '\0k', 3, 60, t0 + 60_002).count, 3);
+  // Two windows under one lock, as a site's rate limit counts them.
+  c.lock();
+  const a = c.count('p\0', 'a', 1, 60, t0 + 60_003);
+  const b = c.count('p\0', 'b', 1, 60, t0 + 60_003);
+  c.unlock();
+  assert.deepEqual([a.count, b.count], [1, 1]);
+  assert.equal(hit('p\0', 'a', 1, 60, t0 + 60_004).over, 1);
 });

@@ -13,8 +13,9 @@ import { ALLOW, deny, type Verdict } from './verdict.ts';
 /** Rule ids of this phase and of the ban check; also written in docs/proxy-admin-api.md. */
 export const RATE_RULES = { perIp: 'rate.per_ip', perSite: 'rate.per_site', ban: 'ban' } as const;
 
-// Key prefix of the windows in the shared table.
-const PREFIX = 'r\0';
+// Key prefixes of the windows in the shared table: a site's, and a site's per-IP ones (+ IP).
+const SITE_PREFIX = 'r\0site\0';
+const ipPrefixOf = (siteId: string): string => `r\0ip\0${siteId}\0`;
 
 export interface WindowHit {
   /** Requests in the current window, this one included. */
@@ -26,24 +27,28 @@ export interface WindowHit {
 }
 
 export interface RateCounters {
-  /** Counts one request under `key` in a fixed window of `windowSecs` against `limit`. */
-  hit(key: string, limit: number, windowSecs: number, now?: number): WindowHit;
+  /**
+   * Counts one request under the key `prefix` + `id` (two parts, so no key is joined per
+   * request) in a fixed window of `windowSecs` against `limit`; between lock() and unlock().
+   */
+  count(prefix: string, id: string, limit: number, windowSecs: number, now: number): WindowHit;
+  /** The counters' lock: one for every count() of a request. */
+  lock(): void;
+  unlock(): void;
 }
 
 /** Creates the counters in `table` (shared by every worker); runs once per thread at start. */
 export function createRateCounters(table: SharedTable = SharedTable.create()): RateCounters {
   return {
-    hit(key, limit, windowSecs, now = Date.now()) {
+    lock: () => table.lock(),
+    unlock: () => table.unlock(),
+    count(prefix, id, limit, windowSecs, now) {
       const ms = windowSecs * 1000;
       const start = now - (now % ms);
       const retryAfter = Math.max(1, Math.ceil((start + ms - now) / 1000));
-      table.lock();
-      const at = table.find(PREFIX, now, true, key);
-      if (at === -1) {
-        // A full table: the request is not counted (limits fail open, never the request).
-        table.unlock();
-        return { count: 1, over: 0, retryAfter };
-      }
+      const at = table.find(prefix, now, true, id);
+      // A full table: the request is not counted (limits fail open, never the request).
+      if (at === -1) return { count: 1, over: 0, retryAfter };
       const v = table.values;
       // A new window, or a reload changed the window length. The entry expires with its window.
       if (v[at + 1] !== start || v[at + 2] !== ms) {
@@ -57,7 +62,6 @@ export function createRateCounters(table: SharedTable = SharedTable.create()): R
       const over = (v[at + 4] as number) + (count > limit ? 1 : 0);
       v[at + 3] = count;
       v[at + 4] = over;
-      table.unlock();
       return { count, over, retryAfter };
     },
   };
@@ -91,8 +95,7 @@ export function createRateLimit(opts: {
   const { siteId, config, counters, bans, mitigation } = opts;
   if (!config.enabled) return undefined;
   const challenge = config.action === 'challenge' && opts.challengeMode !== 'off';
-  const siteKey = `site\0${siteId}`;
-  const ipPrefix = `ip\0${siteId}\0`;
+  const ipPrefix = ipPrefixOf(siteId);
   const refuse = (status: number, rule: string, retryAfter: number): Verdict =>
     challenge ? { kind: 'challenge', rule } : deny(status, rule, { 'retry-after': String(retryAfter) });
 
@@ -101,14 +104,18 @@ export function createRateLimit(opts: {
 
   return function rateLimit(ctx) {
     const factor = mitigation?.factor ?? 1;
-    const ip = counters.hit(ipPrefix + ctx.clientIp, scaled(config.per_ip.requests, factor), config.per_ip.window_secs);
-    if (ip.over > 0) {
+    const now = Date.now();
+    // Both windows under one lock; the site's is not counted for a request its IP's refuses.
+    counters.lock();
+    const ip = counters.count(ipPrefix, ctx.clientIp, scaled(config.per_ip.requests, factor), config.per_ip.window_secs, now);
+    const site = ip.over > 0 ? undefined : counters.count(SITE_PREFIX, siteId, scaled(config.per_site.requests, factor), config.per_site.window_secs, now);
+    counters.unlock();
+    if (site === undefined) {
       if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations && bans.active(siteId, ctx.clientIp) === undefined) {
         bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs);
       }
       return refuse(config.action === 'block' && ip.over > 1 ? 403 : 429, RATE_RULES.perIp, ip.retryAfter);
     }
-    const site = counters.hit(siteKey, scaled(config.per_site.requests, factor), config.per_site.window_secs);
     if (site.over > 0) return refuse(429, RATE_RULES.perSite, site.retryAfter);
     return ALLOW;
   };
