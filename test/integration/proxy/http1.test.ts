@@ -1,9 +1,9 @@
 /**
  * The data plane's own HTTP/1.1 server and origin client, byte for byte: raw client sockets
- * (pipelining, requests handed to node's parser, malformed heads, lingering after an unread
- * body) and a raw origin that answers in every framing an origin may use (chunked with
- * extensions and trailers, close-delimited, 1xx before the answer, 204, hop-by-hop headers, a
- * kept-alive connection closed under a reused request, a malformed answer).
+ * (pipelining, a client that reads nothing, requests handed to node's parser, malformed heads,
+ * lingering after an unread body) and a raw origin that answers in every framing an origin may
+ * use (chunked with extensions and trailers, close-delimited, 1xx before the answer, 204,
+ * hop-by-hop headers, a kept-alive connection closed under a reused request, a malformed answer).
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,6 +19,9 @@ let origin: Server;
 // Connections the origin accepted, and the paths whose connection it drops at the next request.
 let originConnections = 0;
 let originCloses = 0;
+let bigAnswers = 0;
+/** The body of /big?n=N: N, then padding to 8 KiB (the proxy writes head and body at once). */
+const bigBody = (n: string): string => `n=${n};`.padEnd(8192, '.');
 const HOST = 'raw.test';
 
 /** Decodes a whole chunked body at the start of `buf`: the body and the bytes after it, or undefined. */
@@ -85,6 +88,12 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
     case '/hang':
       // Never answers: the proxy's read timeout decides.
       return;
+    case '/big': {
+      bigAnswers++;
+      const body = bigBody(/[?&]n=(\d+)/.exec(head)?.[1] ?? '');
+      socket.write(`HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
+      return;
+    }
     default: {
       const canned = CANNED[path];
       if (canned !== undefined) {
@@ -385,5 +394,38 @@ test('connections whose reads interleave keep every byte they buffer: split head
     assert.match(post?.head ?? '', new RegExp(`^POST /echo\\?c=${c} `));
     assert.match(after?.head ?? '', new RegExp(`^GET /echo\\?after=${c} `));
     assert.match(last?.head ?? '', new RegExp(`^GET /echo\\?last=${c} `));
+  }
+});
+
+test('a client that pipelines requests and reads nothing holds the proxy back; then every answer arrives whole and in order', { timeout: 30_000 }, async () => {
+  // 2,000 answers of 8 KiB are more than the sockets' buffers hold: the proxy's writes stop
+  // completing at once, it must stop taking requests, and every byte must still come out in order.
+  const count = 2000;
+  bigAnswers = 0;
+  const socket = connect(root.httpPort, '127.0.0.1');
+  await new Promise((r) => socket.once('connect', r));
+  socket.pause();
+  socket.write(Array.from({ length: count }, (_, i) => get(`/big?n=${i}`)).join(''));
+  await new Promise((r) => setTimeout(r, 1000));
+  const answeredUnread = bigAnswers;
+  assert.ok(answeredUnread < count, `the origin answered ${answeredUnread} of ${count} requests while the client read nothing`);
+  const got: Buffer[] = [];
+  let size = 0;
+  await new Promise<void>((resolve, reject) => {
+    socket.on('data', (d: Buffer) => {
+      got.push(d);
+      size += d.length;
+      // Bodies alone are count * 8 KiB: parse only once that much is in.
+      if (size >= count * 8192 && responses(Buffer.concat(got).toString('latin1')).length >= count) resolve();
+    });
+    socket.on('error', reject);
+    socket.resume();
+  });
+  socket.destroy();
+  const answers = responses(Buffer.concat(got).toString('latin1'));
+  assert.equal(answers.length, count);
+  for (const [i, a] of answers.entries()) {
+    assert.equal(a.status, 200);
+    assert.equal(a.body, bigBody(String(i)), `answer ${i}`);
   }
 });
