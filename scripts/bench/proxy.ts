@@ -6,7 +6,8 @@
  * docs/benchmarks.md and nothing else. Every listener is on 127.0.0.1; runs are short (5 s after
  * a 5 s warm-up) since the machine is shared. The 100 B one-worker case also runs a bare Node.js
  * relay (relay.ts), and reports each server's CPU time per request, to show what the runtime
- * itself costs.
+ * itself costs. The 100 B case runs once more at equal load (each connection pausing after every
+ * response), for the latency both servers give at the same request rate.
  *
  * osproxy is the executable `make build` made (dist/hostkit-linux-x64; `make bench` builds it).
  */
@@ -44,6 +45,11 @@ const WARMUP = '5s';
  */
 const ROUNDS = 5;
 const CONNECTIONS = 32;
+/**
+ * The equal-load rows: each connection waits this long after every response (wrk's `delay`), so
+ * both servers get about the same request rate, well below what either serves at most.
+ */
+const THINK_MS = 1;
 const EXE = join(ROOT, 'dist', 'hostkit-linux-x64');
 const RELAY = join(ROOT, 'scripts', 'bench', 'relay.ts');
 const CORES = availableParallelism();
@@ -134,6 +140,18 @@ function wrk(port: number, load: Load, duration: string, pid?: number): WrkResul
 }
 
 
+/** wrk's latency figure (`795.00us`, `1.23ms`, `1.01s`) in milliseconds. */
+function latencyMs(figure: string): number {
+  const m = /^([0-9.]+)(us|ms|s)$/.exec(figure);
+  if (!m) throw new Error(`wrk printed a latency of ${figure}`);
+  return Number(m[1]) * (m[2] === 'us' ? 1e-3 : m[2] === 's' ? 1e3 : 1);
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
 /** The run with the median requests/s. */
 function medianRun(runs: readonly WrkResult[]): WrkResult {
   const sorted = [...runs].sort((a, b) => a.rps - b.rps);
@@ -180,6 +198,31 @@ export async function aclLookupRows(): Promise<string[]> {
     return Math.round(r.latency.mean * 1e6);
   };
   return names.map(([a, b]) => `| ${a.slice(0, -' new'.length)} | ${ns(a)} | ${ns(b)} |`);
+}
+
+/**
+ * The equal-load row of one worker count: nginx and osproxy take turns under the paced load, and
+ * each one's median requests/s, p50 and p99 over the runs are reported (servers already warm).
+ */
+function pacedRow(workers: string, nginxPort: number, osproxyPort: number, load: Load): string {
+  const nginxRuns: WrkResult[] = [];
+  const osproxyRuns: WrkResult[] = [];
+  const turns: [number, WrkResult[]][] = [
+    [nginxPort, nginxRuns],
+    [osproxyPort, osproxyRuns],
+  ];
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [port, runs] of round % 2 === 0 ? turns : [...turns].reverse()) runs.push(wrk(port, load, DURATION));
+  }
+  const summary = (runs: readonly WrkResult[]) => ({
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => latencyMs(r.p50))),
+    p99: median(runs.map((r) => latencyMs(r.p99))),
+  });
+  const [n, o] = [summary(nginxRuns), summary(osproxyRuns)];
+  process.stdout.write(`bench: 100 B at equal load, ${workers} worker(s): nginx ${JSON.stringify(n)}, osproxy ${JSON.stringify(o)}\n`);
+  const ms = (x: number): string => `${x.toFixed(2)}ms`;
+  return `| ${workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${ms(n.p50)} / ${ms(n.p99)} | ${ms(o.p50)} / ${ms(o.p99)} | ${(o.p99 / n.p99).toFixed(2)}x |`;
 }
 
 /**
@@ -236,6 +279,8 @@ export async function proxyBench(): Promise<void> {
     writeFileSync(join(dir, 'www', 'large'), Buffer.alloc(1024 * 1024, 'b'));
     const postScript = join(dir, 'post.lua');
     writeFileSync(postScript, `wrk.method = "POST"\nwrk.body = "${FORM_BODY}"\nwrk.headers["Content-Type"] = "application/x-www-form-urlencoded"\n`);
+    const pacedScript = join(dir, 'paced.lua');
+    writeFileSync(pacedScript, `function delay()\n  return ${THINK_MS}\nend\n`);
     if (!existsSync(EXE)) throw new Error(`${EXE} is missing: run make build (make bench does)`);
     const originPort = await freePort();
     // `/form` answers POSTs (a static location would refuse them with 405).
@@ -283,6 +328,7 @@ export async function proxyBench(): Promise<void> {
       ['POST 1 KiB form, every protection on', { host: HOST, path: '/form', headers: BROWSER_HEADERS, script: postScript }, { host: GUARDED, path: '/form', headers: BROWSER_HEADERS, script: postScript }],
     ];
     const relayRows: string[] = [];
+    const pacedRows: string[] = [];
     for (const pair of pairs) {
       for (const [label, nginxLoad, proxyLoad] of cases) {
         // Taking turns spreads the machine's slow moments over the servers.
@@ -296,18 +342,19 @@ export async function proxyBench(): Promise<void> {
         for (let round = 0; round < ROUNDS; round++) {
           for (const [name, server, load] of round % 2 === 0 ? targets : [...targets].reverse()) runs.get(name)?.push(wrk(server.port, load, DURATION, server.pid));
         }
-        const median = new Map([...runs].map(([name, r]) => [name, medianRun(r)]));
-        for (const [name, r] of median) {
+        const medians = new Map([...runs].map(([name, r]) => [name, medianRun(r)]));
+        for (const [name, r] of medians) {
           process.stdout.write(`bench: ${label}, ${pair.workers} worker(s), through ${name}: ${JSON.stringify(r)} (req/s of the ${ROUNDS} runs: ${(runs.get(name) ?? []).map((x) => Math.round(x.rps)).join(', ')})\n`);
         }
-        const n = median.get('nginx') as WrkResult;
-        const o = median.get('osproxy') as WrkResult;
+        const n = medians.get('nginx') as WrkResult;
+        const o = medians.get('osproxy') as WrkResult;
         osproxyRps.set(`${pair.workers} ${label}`, o.rps);
         rows.push(`| ${label} | ${pair.workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${(o.rps / n.rps).toFixed(2)}x | ${n.p50} / ${n.p99} | ${o.p50} / ${o.p99} |`);
         if (pair.relay && label === '100 B') {
-          for (const [name, r] of median) relayRows.push(`| ${name} | ${Math.round(r.rps)} | ${(r.rps / n.rps).toFixed(2)}x | ${(r.cpuUs ?? 0).toFixed(1)} | ${r.p50} / ${r.p99} |`);
+          for (const [name, r] of medians) relayRows.push(`| ${name} | ${Math.round(r.rps)} | ${(r.rps / n.rps).toFixed(2)}x | ${(r.cpuUs ?? 0).toFixed(1)} | ${r.p50} / ${r.p99} |`);
         }
       }
+      pacedRows.push(pacedRow(pair.workers, pair.nginx.port, pair.osproxy.port, { host: HOST, path: '/small', script: pacedScript }));
     }
     const checksCost = 1 - (osproxyRps.get('1 100 B, every protection on') ?? 0) / (osproxyRps.get('1 100 B') ?? 1);
     const aclRows = await aclLookupRows();
@@ -324,6 +371,12 @@ export async function proxyBench(): Promise<void> {
       '| server | req/s | x nginx | CPU µs per request | p50 / p99 |',
       '|---|---|---|---|---|',
       ...relayRows,
+      '',
+      `Latency at equal load, 100 B: the same ${CONNECTIONS} connections, each waiting ${THINK_MS} ms after every response (wrk's \`delay\`), so both servers get about the same request rate, well below what either serves at most; ${ROUNDS} runs of ${DURATION} each, the servers taking turns, medians of each column. The rows above run every server flat out, where a closed loop's latency follows its throughput (32 requests always in flight) and wrk, the origin and the proxy compete for the cores; these rows are the latency a request sees at the same load.`,
+      '',
+      '| workers | nginx req/s | osproxy req/s | nginx p50 / p99 | osproxy p50 / p99 | osproxy p99 / nginx p99 |',
+      '|---|---|---|---|---|---|',
+      ...pacedRows,
       '',
       `"Every protection on": nginx proxies plainly, osproxy's site has every check on and evaluated per request without refusing any: WAF families with body inspection, bot score, challenge \`auto\`, auto-mitigation, connection limits, rate limits far above the load, a 1,000-entry blacklist. Target: at least 0.7x nginx. ${checksCost > 0 ? `The checks themselves cost osproxy ${Math.round(checksCost * 100)}% of its plain 100 B rate (one worker).` : `With the checks on, osproxy served ${Math.round((1 - checksCost) * 100)}% of its plain 100 B rate (one worker): what they cost is below this machine's run-to-run spread.`}`,
       '',
