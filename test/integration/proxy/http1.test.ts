@@ -409,6 +409,8 @@ test('a client that pipelines requests and reads nothing holds the proxy back; t
   await new Promise((r) => setTimeout(r, 1000));
   const answeredUnread = bigAnswers;
   assert.ok(answeredUnread < count, `the origin answered ${answeredUnread} of ${count} requests while the client read nothing`);
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(bigAnswers, answeredUnread, 'the proxy kept forwarding requests while nothing was read');
   const got: Buffer[] = [];
   let size = 0;
   await new Promise<void>((resolve, reject) => {
