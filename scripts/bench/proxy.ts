@@ -95,10 +95,11 @@ async function startAndWait(cmd: string, args: string[], port: number): Promise<
 
 interface WrkResult {
   rps: number;
-  p50: string;
-  p99: string;
-  /** The server's CPU time per request, in µs (all its threads and processes). */
-  cpuUs?: number;
+  /** Latency percentiles, in milliseconds. */
+  p50: number;
+  p99: number;
+  /** The server's CPU time per request, in µs (all its threads and processes); NaN when not measured. */
+  cpuUs: number;
 }
 
 interface Load {
@@ -132,11 +133,11 @@ function wrk(port: number, load: Load, duration: string, pid?: number): WrkResul
   if (load.script) args.push('-s', load.script);
   const out = execFileSync('wrk', [...args, `http://127.0.0.1:${port}${path}`], { encoding: 'utf8' });
   const rps = Number(/Requests\/sec:\s+([0-9.]+)/.exec(out)?.[1] ?? 0);
-  const p50 = /^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? '?';
-  const p99 = /^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '?';
   if (/Non-2xx/.test(out)) throw new Error(`wrk saw errors on :${port}${path}:\n${out}`);
-  if (pid === undefined) return { rps, p50, p99 };
-  return { rps, p50, p99, cpuUs: ((cpuTicks(pid) - before) * 1e6) / CLOCK_TICKS / (rps * Number.parseFloat(duration)) };
+  const p50 = latencyMs(/^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? '?');
+  const p99 = latencyMs(/^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? '?');
+  const cpuUs = pid === undefined ? Number.NaN : ((cpuTicks(pid) - before) * 1e6) / CLOCK_TICKS / (rps * Number.parseFloat(duration));
+  return { rps, p50, p99, cpuUs };
 }
 
 
@@ -152,12 +153,20 @@ function median(values: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
-/** The run with the median requests/s. */
-function medianRun(runs: readonly WrkResult[]): WrkResult {
-  const sorted = [...runs].sort((a, b) => a.rps - b.rps);
-  const mid = sorted[Math.floor(sorted.length / 2)];
-  if (!mid) throw new Error('no wrk runs');
-  return mid;
+/** Each column's median over a server's runs: one slow moment moves none of them. */
+function summarize(runs: readonly WrkResult[]): WrkResult {
+  if (runs.length === 0) throw new Error('no wrk runs');
+  return {
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    cpuUs: median(runs.map((r) => r.cpuUs)),
+  };
+}
+
+/** `p50 / p99` of a summary, for the tables. */
+function latencies(r: WrkResult): string {
+  return `${r.p50.toFixed(2)}ms / ${r.p99.toFixed(2)}ms`;
 }
 
 /** A blacklist of `n` distinct /24s in 10.0.0.0/8 (never the loopback wrk comes from). */
@@ -202,7 +211,7 @@ export async function aclLookupRows(): Promise<string[]> {
 
 /**
  * The equal-load row of one worker count: nginx and osproxy take turns under the paced load, and
- * each one's median requests/s, p50 and p99 over the runs are reported (servers already warm).
+ * each one's medians over the runs are reported (the servers are warm from the cases before).
  */
 function pacedRow(workers: string, nginxPort: number, osproxyPort: number, load: Load): string {
   const nginxRuns: WrkResult[] = [];
@@ -214,15 +223,9 @@ function pacedRow(workers: string, nginxPort: number, osproxyPort: number, load:
   for (let round = 0; round < ROUNDS; round++) {
     for (const [port, runs] of round % 2 === 0 ? turns : [...turns].reverse()) runs.push(wrk(port, load, DURATION));
   }
-  const summary = (runs: readonly WrkResult[]) => ({
-    rps: median(runs.map((r) => r.rps)),
-    p50: median(runs.map((r) => latencyMs(r.p50))),
-    p99: median(runs.map((r) => latencyMs(r.p99))),
-  });
-  const [n, o] = [summary(nginxRuns), summary(osproxyRuns)];
+  const [n, o] = [summarize(nginxRuns), summarize(osproxyRuns)];
   process.stdout.write(`bench: 100 B at equal load, ${workers} worker(s): nginx ${JSON.stringify(n)}, osproxy ${JSON.stringify(o)}\n`);
-  const ms = (x: number): string => `${x.toFixed(2)}ms`;
-  return `| ${workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${ms(n.p50)} / ${ms(n.p99)} | ${ms(o.p50)} / ${ms(o.p99)} | ${(o.p99 / n.p99).toFixed(2)}x |`;
+  return `| ${workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${latencies(n)} | ${latencies(o)} | ${(o.p99 / n.p99).toFixed(2)}x |`;
 }
 
 /**
@@ -342,16 +345,16 @@ export async function proxyBench(): Promise<void> {
         for (let round = 0; round < ROUNDS; round++) {
           for (const [name, server, load] of round % 2 === 0 ? targets : [...targets].reverse()) runs.get(name)?.push(wrk(server.port, load, DURATION, server.pid));
         }
-        const medians = new Map([...runs].map(([name, r]) => [name, medianRun(r)]));
+        const medians = new Map([...runs].map(([name, r]) => [name, summarize(r)]));
         for (const [name, r] of medians) {
           process.stdout.write(`bench: ${label}, ${pair.workers} worker(s), through ${name}: ${JSON.stringify(r)} (req/s of the ${ROUNDS} runs: ${(runs.get(name) ?? []).map((x) => Math.round(x.rps)).join(', ')})\n`);
         }
         const n = medians.get('nginx') as WrkResult;
         const o = medians.get('osproxy') as WrkResult;
         osproxyRps.set(`${pair.workers} ${label}`, o.rps);
-        rows.push(`| ${label} | ${pair.workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${(o.rps / n.rps).toFixed(2)}x | ${n.p50} / ${n.p99} | ${o.p50} / ${o.p99} |`);
+        rows.push(`| ${label} | ${pair.workers} | ${Math.round(n.rps)} | ${Math.round(o.rps)} | ${(o.rps / n.rps).toFixed(2)}x | ${latencies(n)} | ${latencies(o)} | ${(o.p99 / n.p99).toFixed(2)}x |`);
         if (pair.relay && label === '100 B') {
-          for (const [name, r] of medians) relayRows.push(`| ${name} | ${Math.round(r.rps)} | ${(r.rps / n.rps).toFixed(2)}x | ${(r.cpuUs ?? 0).toFixed(1)} | ${r.p50} / ${r.p99} |`);
+          for (const [name, r] of medians) relayRows.push(`| ${name} | ${Math.round(r.rps)} | ${(r.rps / n.rps).toFixed(2)}x | ${r.cpuUs.toFixed(1)} | ${latencies(r)} |`);
         }
       }
       pacedRows.push(pacedRow(pair.workers, pair.nginx.port, pair.osproxy.port, { host: HOST, path: '/small', script: pacedScript }));
@@ -360,10 +363,10 @@ export async function proxyBench(): Promise<void> {
     const aclRows = await aclLookupRows();
     const body = [
       '',
-      `${new Date().toISOString().slice(0, 10)}, ${machine()}. \`node scripts/bench/proxy.ts\` (the built executable): wrk -t1 -c${CONNECTIONS}, per case a ${WARMUP} warm-up of each server, then ${ROUNDS} runs of ${DURATION} each with nginx and osproxy taking turns (which goes first alternates), the median run reported; same nginx origin (static files, a worker per core) behind both, nginx with \`proxy_pass\` and \`keepalive 32\`; "workers" is nginx's \`worker_processes\` and osproxy's \`workers\` (all: \`workers: 0\`). wrk, the origin and the proxies share the ${CORES} cores, so the all-cores rows measure how each shares a full machine rather than ${CORES}x one core. Target: osproxy at least 0.8x nginx's requests/s with the same worker count, p99 within 1.5x. On this shared virtual machine single runs of the same row vary by up to a third (nginx too), hence the medians; compare rows of one benchmark run.`,
+      `${new Date().toISOString().slice(0, 10)}, ${machine()}. \`node scripts/bench/proxy.ts\` (the built executable): wrk -t1 -c${CONNECTIONS}, per case a ${WARMUP} warm-up of each server, then ${ROUNDS} runs of ${DURATION} each with nginx and osproxy taking turns (which goes first alternates), each column the median of a server's runs; same nginx origin (static files, a worker per core) behind both, nginx with \`proxy_pass\` and \`keepalive 32\`; "workers" is nginx's \`worker_processes\` and osproxy's \`workers\` (all: \`workers: 0\`). wrk, the origin and the proxies share the ${CORES} cores, so the all-cores rows measure how each shares a full machine rather than ${CORES}x one core. Target: osproxy at least 0.8x nginx's requests/s with the same worker count, p99 within 1.5x. On this shared virtual machine single runs of the same row vary by up to a third (nginx too), hence the medians; compare rows of one benchmark run.`,
       '',
-      '| body | workers | nginx req/s | osproxy req/s | osproxy / nginx | nginx p50 / p99 | osproxy p50 / p99 |',
-      '|---|---|---|---|---|---|---|',
+      '| body | workers | nginx req/s | osproxy req/s | osproxy / nginx | nginx p50 / p99 | osproxy p50 / p99 | osproxy p99 / nginx p99 |',
+      '|---|---|---|---|---|---|---|---|',
       ...rows,
       '',
       `The runtime's share, 100 B, one worker, the same runs: the three servers took turns, and each one's CPU time (all its threads and processes) over each run is divided by the requests it served. The bare Node.js relay (scripts/bench/relay.ts) is the least any proxy on node's sockets does per request (one origin connection per client, a head passed on with one header changed, no checks, no pooling, no events); it is a yardstick, not a product. How far it stays from nginx is what the runtime costs before osproxy does any of its work.`,
@@ -372,7 +375,7 @@ export async function proxyBench(): Promise<void> {
       '|---|---|---|---|---|',
       ...relayRows,
       '',
-      `Latency at equal load, 100 B: the same ${CONNECTIONS} connections, each waiting ${THINK_MS} ms after every response (wrk's \`delay\`), so both servers get about the same request rate, well below what either serves at most; ${ROUNDS} runs of ${DURATION} each, the servers taking turns, medians of each column. The rows above run every server flat out, where a closed loop's latency follows its throughput (32 requests always in flight) and wrk, the origin and the proxy compete for the cores; these rows are the latency a request sees at the same load.`,
+      `Latency at equal load, 100 B: the same ${CONNECTIONS} connections, each waiting ${THINK_MS} ms after every response (wrk's \`delay\`), so both servers get about the same request rate, well below what either serves at most; ${ROUNDS} runs of ${DURATION} each, the servers taking turns, medians as above. The rows above run every server flat out, where a closed loop's latency follows its throughput (32 requests always in flight) and wrk, the origin and the proxy compete for the cores; these rows are the latency a request sees at the same load.`,
       '',
       '| workers | nginx req/s | osproxy req/s | nginx p50 / p99 | osproxy p50 / p99 | osproxy p99 / nginx p99 |',
       '|---|---|---|---|---|---|',
