@@ -406,11 +406,14 @@ test('a client that pipelines requests and reads nothing holds the proxy back; t
   await new Promise((r) => socket.once('connect', r));
   socket.pause();
   socket.write(Array.from({ length: count }, (_, i) => get(`/big?n=${i}`)).join(''));
-  await new Promise((r) => setTimeout(r, 1000));
-  const answeredUnread = bigAnswers;
-  assert.ok(answeredUnread < count, `the origin answered ${answeredUnread} of ${count} requests while the client read nothing`);
-  await new Promise((r) => setTimeout(r, 300));
+  // Once the buffers are full the origin sees no more requests: wait for 300 ms without one.
+  let answeredUnread = -1;
+  for (const deadline = Date.now() + 10_000; bigAnswers !== answeredUnread && Date.now() < deadline; ) {
+    answeredUnread = bigAnswers;
+    await new Promise((r) => setTimeout(r, 300));
+  }
   assert.equal(bigAnswers, answeredUnread, 'the proxy kept forwarding requests while nothing was read');
+  assert.ok(answeredUnread < count, `the origin answered ${answeredUnread} of ${count} requests while the client read nothing`);
   const got: Buffer[] = [];
   let size = 0;
   await new Promise<void>((resolve, reject) => {
