@@ -140,7 +140,6 @@ function wrk(port: number, load: Load, duration: string, pid?: number): WrkResul
   return { rps, p50, p99, cpuUs };
 }
 
-
 /** wrk's latency figure (`795.00us`, `1.23ms`, `1.01s`) in milliseconds. */
 function latencyMs(figure: string): number {
   const m = /^([0-9.]+)(us|ms|s)$/.exec(figure);
