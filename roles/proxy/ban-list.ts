@@ -7,6 +7,7 @@
  * (capped at 24 h) while the IP was banned on that site within the last 24 h.
  */
 import { SharedTable } from './shared-table.ts';
+import { wallNow } from './read-clock.ts';
 
 export const MAX_BAN_SECS = 24 * 3600;
 // How long a past ban still counts towards doubling.
@@ -85,12 +86,12 @@ export function createBanList(table: SharedTable = SharedTable.create()): BanLis
   }
 
   return {
-    active(site, ip, now = Date.now()) {
+    active(site, ip, now = wallNow()) {
       // No ban made so far lasts until now: nothing to look up (the common case).
       if (now >= table.banHorizon) return undefined;
       return locked(() => current(key(site, ip), now) ?? current(key(null, ip), now));
     },
-    banOffender(site, ip, baseSecs, now = Date.now()) {
+    banOffender(site, ip, baseSecs, now = wallNow()) {
       return locked(() => {
         const at = table.find(STRIKE + key(site, ip), now, true);
         const v = table.values;

@@ -6,6 +6,7 @@
  * generations.
  */
 import { SharedTable } from './shared-table.ts';
+import { wallNow } from './read-clock.ts';
 
 export interface ConnectionSlots {
   /** Takes a slot; the returned function gives it back and does nothing when called again. */
@@ -54,7 +55,7 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
   function releaseOf(siteId: string, ipPrefix: string, ip: string, heldSite: boolean, heldIp: boolean): () => void {
     return function releaseSlot() {
       if (!heldSite && !heldIp) return;
-      const t = Date.now();
+      const t = wallNow();
       table.lock();
       if (heldSite) bump(SITE, siteId, -1, t);
       if (heldIp) bump(ipPrefix, ip, -1, t);
@@ -66,7 +67,7 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
   return {
     acquire(siteId, ip) {
       const ipPrefix = ipPrefixOf(siteId);
-      const now = Date.now();
+      const now = wallNow();
       table.lock();
       const release = releaseOf(siteId, ipPrefix, ip, bump(SITE, siteId, 1, now), bump(ipPrefix, ip, 1, now));
       table.unlock();
@@ -74,7 +75,7 @@ export function createConnectionSlots(table: SharedTable = SharedTable.create())
     },
     tryAcquire(siteId, ip, perIp, perSite) {
       const ipPrefix = ipPrefixOf(siteId);
-      const now = Date.now();
+      const now = wallNow();
       const v = table.values;
       table.lock();
       // Each count is read and taken in one find (a find may move other entries, so an entry's

@@ -25,6 +25,7 @@ import type { ProxyRequest, ProxyResponse, RequestContext, Scheme } from './requ
 import { sendRedirect, sendStatus } from './responses.ts';
 import { openTunnel, type Tunnel } from './tunnel.ts';
 import type { Verdict } from './verdict.ts';
+import { monoNow, wallNow } from './read-clock.ts';
 
 /** Rule ids the data plane itself decides (telemetry). */
 export const ROUTE_RULES = {
@@ -114,7 +115,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       status: status ?? (res.headersSent ? res.statusCode : CLIENT_CLOSED),
       bytes_in: ctx.bytesIn,
       bytes_out: ctx.bytesOut,
-      duration_ms: Math.round((performance.now() - ctx.startedAt) * 1000) / 1000,
+      duration_ms: Math.round((monoNow() - ctx.startedAt) * 1000) / 1000,
       rule: ctx.rule,
     };
     onEvent(event);
@@ -167,8 +168,8 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       req,
       res,
       scheme,
-      time: Date.now(),
-      startedAt: performance.now(),
+      time: wallNow(),
+      startedAt: monoNow(),
       hostHeader: split ? split.host : req.headers.host,
       target,
       path: q === -1 ? target : target.slice(0, q),

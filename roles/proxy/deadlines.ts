@@ -5,6 +5,7 @@
  * cost a worker about 5% of its time under load. A deadline is a number set on a connection; a
  * timeout fires up to one tick late.
  */
+import { monoNow } from './read-clock.ts';
 
 export interface Expiring {
   /** When (performance.now()) the connection's current wait is over; 0: no wait is timed. */
@@ -47,5 +48,5 @@ export class DeadlineList {
 
 /** The deadline `ms` from now, or 0 (none) for 0. */
 export function deadlineIn(ms: number): number {
-  return ms > 0 ? performance.now() + ms : 0;
+  return ms > 0 ? monoNow() + ms : 0;
 }

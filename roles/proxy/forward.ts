@@ -16,6 +16,7 @@ import type { RateShaper } from './rate-shaper.ts';
 import { onRequestDone, type ProxyRequest, type ProxyResponse, type RequestContext } from './request-context.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import { sendStatus } from './responses.ts';
+import { wallNow } from './read-clock.ts';
 
 /** Rule ids of this phase (telemetry). */
 export const ORIGIN_RULES = {
@@ -160,7 +161,7 @@ class ForwardHandler implements OriginHandler {
       return;
     }
     if (CONNECT_ERRORS.has(code)) {
-      this.site.origin.recordFailure(Date.now());
+      this.site.origin.recordFailure(wallNow());
       ctx.rule = ORIGIN_RULES.connect;
     } else {
       ctx.rule = TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
@@ -183,7 +184,7 @@ class ForwardHandler implements OriginHandler {
 export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: RateShaper, prefix?: BodyPrefix): void {
   const req = ctx.req;
   const origin = site.origin;
-  if (origin.backoffUntil() > Date.now()) {
+  if (origin.backoffUntil() > wallNow()) {
     ctx.rule = ORIGIN_RULES.backoff;
     sendStatus(ctx, 502);
     return;

@@ -18,6 +18,7 @@ import { Readable } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
 import { PartialHead, headerList, parseRequestHead, type RequestHead } from './http1-parse.ts';
+import { readEnded, readStarted, wallNow } from './read-clock.ts';
 
 /**
  * How long an unread request body may keep arriving after the answer: read and dropped until
@@ -68,7 +69,7 @@ let dateSecond = 0;
 let dateLine = '';
 /** `date: ...\r\n` for now, made once a second. */
 function currentDateLine(): string {
-  const now = Date.now();
+  const now = wallNow();
   const second = Math.floor(now / 1000);
   if (second !== dateSecond) {
     dateSecond = second;
@@ -338,7 +339,12 @@ class Http1Connection implements Expiring {
       // (an upgrade's tunnel): the bytes go there.
       return this.socket.push(Buffer.from(chunk));
     }
-    this.onData(chunk);
+    readStarted();
+    try {
+      this.onData(chunk);
+    } finally {
+      readEnded();
+    }
     // Bytes kept for later (a partial head, pipelined requests) must outlive this read.
     if (this.buf !== null) this.buf = own(this.buf);
     return true;

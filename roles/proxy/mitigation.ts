@@ -8,6 +8,7 @@
  */
 import { SharedTable } from './shared-table.ts';
 import { ALLOW, type AllowVerdict } from './verdict.ts';
+import { wallNow } from './read-clock.ts';
 
 export interface MitigationSettings {
   enabled: boolean;
@@ -118,7 +119,7 @@ export function createMitigation(
 
     get factor(): number {
       // The meter's hit in the same millisecond (the same request, nearly always) read the state.
-      if (Date.now() === this.seenAt) return this.seenRunning ? this.settings.factor : 1;
+      if (wallNow() === this.seenAt) return this.seenRunning ? this.settings.factor : 1;
       table.lock();
       const at = entry(this);
       const running = at !== -1 && (table.values[at + SINCE] as number) > 0;
@@ -126,7 +127,7 @@ export function createMitigation(
       return running ? this.settings.factor : 1;
     }
 
-    hit(now = Date.now()): void {
+    hit(now = wallNow()): void {
       const sec = Math.floor(now / 1000);
       table.lock();
       const at = entry(this);

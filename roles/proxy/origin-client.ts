@@ -14,6 +14,7 @@ import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
 import { ChunkedDecoder, PartialHead, headText, parseResponseHead, type ResponseHead } from './http1-parse.ts';
+import { readEnded, readStarted } from './read-clock.ts';
 
 /** Error codes of this client besides the socket's own (ECONNREFUSED, ECONNRESET, ...). */
 export const ORIGIN_ERRORS = {
@@ -506,7 +507,12 @@ export class OriginPool {
     } else {
       // A pause during the callback (backpressure) stops reading by itself.
       const onRead = (n: number): boolean => {
-        onBytes(READ_BUFFER.subarray(0, n), true);
+        readStarted();
+        try {
+          onBytes(READ_BUFFER.subarray(0, n), true);
+        } finally {
+          readEnded();
+        }
         return true;
       };
       socket = netConnect({ host: t.host, port: t.port, onread: { buffer: READ_BUFFER, callback: onRead } });

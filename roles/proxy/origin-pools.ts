@@ -12,6 +12,7 @@
 import { OriginPool, type OriginTarget } from './origin-client.ts';
 import { proxyProtocolHeader, type ProxyEndpoints } from './proxy-protocol.ts';
 import { SharedTable } from './shared-table.ts';
+import { wallNow } from './read-clock.ts';
 
 export interface OriginSettings {
   url: string;
@@ -117,12 +118,12 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
           entry = { pool: new OriginPool(targetOf(s, header)), lastUsed: 0 };
           perClient.set(key, entry);
         }
-        entry.lastUsed = Date.now();
+        entry.lastUsed = wallNow();
         return entry.pool;
       },
       backoffUntil() {
         // No origin has had a backoff entry for a while (nearly always): nothing to look up.
-        if (Date.now() >= table.backoffHorizon) {
+        if (wallNow() >= table.backoffHorizon) {
           failing = false;
           return 0;
         }

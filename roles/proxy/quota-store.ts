@@ -10,6 +10,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { SharedTable } from './shared-table.ts';
+import { wallNow } from './read-clock.ts';
 
 export interface QuotaSettings {
   monthly_quota_bytes: number | null;
@@ -122,7 +123,7 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
 
   function windowFor(resetDay: number | null, now: Date | undefined): number {
     if (now) return windowNumber(windowStart(now, resetDay));
-    const t = Date.now();
+    const t = wallNow();
     const day = resetDay ?? 1;
     const cached = windows.get(day);
     if (cached && t < cached.until) return cached.window;

@@ -9,6 +9,7 @@ import type { BanList } from './ban-list.ts';
 import type { RequestContext } from './request-context.ts';
 import { SharedTable } from './shared-table.ts';
 import { ALLOW, deny, type Verdict } from './verdict.ts';
+import { wallNow } from './read-clock.ts';
 
 /** Rule ids of this phase and of the ban check; also written in docs/proxy-admin-api.md. */
 export const RATE_RULES = { perIp: 'rate.per_ip', perSite: 'rate.per_site', ban: 'ban' } as const;
@@ -104,7 +105,7 @@ export function createRateLimit(opts: {
 
   return function rateLimit(ctx) {
     const factor = mitigation?.factor ?? 1;
-    const now = Date.now();
+    const now = wallNow();
     // Both windows under one lock; the site's is not counted for a request its IP's refuses.
     counters.lock();
     const ip = counters.count(ipPrefix, ctx.clientIp, scaled(config.per_ip.requests, factor), config.per_ip.window_secs, now);
@@ -126,6 +127,6 @@ export function createBanCheck(siteId: string, bans: BanList): (ctx: RequestCont
   return function banCheck(ctx) {
     const ban = bans.active(siteId, ctx.clientIp);
     if (ban === undefined) return ALLOW;
-    return deny(403, RATE_RULES.ban, { 'retry-after': String(Math.max(1, Math.ceil((ban.until - Date.now()) / 1000))) });
+    return deny(403, RATE_RULES.ban, { 'retry-after': String(Math.max(1, Math.ceil((ban.until - wallNow()) / 1000))) });
   };
 }
