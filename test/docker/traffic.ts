@@ -41,7 +41,11 @@ export async function measureDown(c: TestContainer, port: number, seconds = 3): 
 /** Container -> a host receiver on the network's gateway for `seconds` after a 1 s warm-up; Mbit/s received. */
 export async function measureUp(docker: DockerHarness, net: TestNetwork, c: TestContainer, seconds = 3): Promise<number> {
   let received = 0;
-  const server = createServer((s) => s.on('data', (d: Buffer) => (received += d.length)).on('error', () => undefined));
+  const conns = new Set<Socket>();
+  const server = createServer((s) => {
+    conns.add(s);
+    s.on('data', (d: Buffer) => (received += d.length)).on('error', () => undefined);
+  });
   await new Promise<void>((r) => server.listen(0, net.gateway, r));
   const port = (server.address() as { port: number }).port;
   const sender = docker.exec(c.name, ['sh', '-c', `timeout ${seconds + 2} nc ${net.gateway} ${port} < /dev/zero`], { timeoutMs: (seconds + 10) * 1000 });
@@ -52,6 +56,10 @@ export async function measureUp(docker: DockerHarness, net: TestNetwork, c: Test
   const bytes = received - start;
   const elapsed = (Date.now() - t0) / 1000;
   await sender;
+  // The killed nc's FIN waits in the container behind what the shaper still holds; a container
+  // restarted or removed before it drains never sends it, and the open connection would keep the
+  // test process alive after its last test.
+  for (const s of conns) s.destroy();
   server.close();
   return (bytes * 8) / elapsed / 1e6;
 }
