@@ -118,7 +118,8 @@ export function createMitigation(
     }
 
     get factor(): number {
-      // The meter's hit in the same millisecond (the same request, nearly always) read the state.
+      // The meter's hit at the same time (the same socket read or millisecond: the same request,
+      // nearly always) read the state.
       if (wallNow() === this.seenAt) return this.seenRunning ? this.settings.factor : 1;
       table.lock();
       const at = entry(this);
