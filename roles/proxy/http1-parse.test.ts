@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ChunkedDecoder, OriginProtocolError, PartialHead, headText, headerList, parseRequestHead, parseResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, OriginProtocolError, PartialHead, headText, headerList, parseRequestHead, parseResponseHead, scanResponseHead, type ResponseHead } from './http1-parse.ts';
 
 test('plain requests parse into node-shaped headers: repeats joined as node joins them, the first Host and type kept', () => {
   const head = parseRequestHead('POST /a?b=1 HTTP/1.1\r\nHost: x.test\r\nAccept: a\r\naccept: b\r\nCookie: c=1\r\nCookie: d=2\r\nContent-Type: t1\r\nContent-Type: t2\r\nContent-Length: 3\r\nConnection: close');
@@ -94,6 +94,57 @@ test('origin response heads: hop-by-hop and Connection-listed headers consumed, 
 test('malformed origin heads are refused', () => {
   for (const head of ['HTTP/2 200 OK', 'HTTP/1.1 20 OK', 'HTTP/1.1 200 OK\r\nBad Line', 'HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2', 'HTTP/1.1 200 OK\r\nContent-Length: -1', 'HTTP/1.1 200 OK\r\nX: a\rb', 'HTTP/1.1 200 OK\r\nX: a\0']) {
     assert.throws(() => parseResponseHead(head, false), OriginProtocolError, JSON.stringify(head));
+  }
+});
+
+test('the byte scan of origin heads answers as the text parser does, or leaves the head to it', () => {
+  const common = [
+    'HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\nDate: Thu, 26 Nov 2026 12:45:48 GMT\r\nContent-Type: text/plain\r\nContent-Length: 100\r\nLast-Modified: Wed, 25 Nov 2026 19:09:34 GMT\r\nConnection: keep-alive\r\nETag: "6b07326e-64"\r\nAccept-Ranges: bytes',
+    'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nDate: Thu, 26 Nov 2026 12:45:48 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5',
+    'HTTP/1.1 404 Not Found\r\nCONNECTION: Close\r\ncontent-length:0\r\nstrict-transport-security: max-age=1',
+    'HTTP/1.0 200 OK\r\nContent-Length: 3\r\nConnection: Keep-Alive',
+    'HTTP/1.0 200 OK\r\nContent-Length: 3',
+    'HTTP/1.1 204 No Content\r\nX-A:\t a \t',
+    'HTTP/1.1 304 Not Modified\r\nETag: "x"\r\nTE: trailers\r\nUpgrade: h2c\r\nProxy-Connection: x',
+    'HTTP/1.1 200\r\nX-Latin: caf\xe9\r\nX-Empty:\r\nContent-Length: 007',
+    'HTTP/1.1 100 Continue',
+    'HTTP/1.1 200 OK',
+  ];
+  const others = [
+    'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked',
+    'HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3',
+    'HTTP/1.1 200 OK\r\nConnection: keep-alive, x-secret\r\nX-Secret: 1',
+    'HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nConnection: close',
+    'HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456',
+    'HTTP/1.1 200 OK\r\n X-Folded: 1',
+  ];
+  const scanned = (head: string, bodyless: boolean): ResponseHead | null => scanResponseHead(Buffer.from(`${head}\r\n\r\nBODY`, 'latin1'), bodyless);
+  const parsed = (head: string, bodyless: boolean): ResponseHead | Error => {
+    try {
+      return parseResponseHead(head, bodyless);
+    } catch (err) {
+      return err as Error;
+    }
+  };
+  const agree = (head: string, bodyless: boolean): void => {
+    const fast = scanned(head, bodyless);
+    if (fast !== null) assert.deepEqual(fast, parsed(head, bodyless), JSON.stringify(head));
+  };
+  for (const bodyless of [false, true]) {
+    for (const head of common) {
+      assert.ok(scanned(head, bodyless), JSON.stringify(head));
+      agree(head, bodyless);
+      // Cut anywhere before its end, a head is not the scan's to decide.
+      const wire = Buffer.from(`${head}\r\n\r\n`, 'latin1');
+      for (let end = 0; end < wire.length; end++) assert.equal(scanResponseHead(wire.subarray(0, end), bodyless), null);
+    }
+    for (const head of others) assert.equal(scanned(head, bodyless), null, JSON.stringify(head));
+    // Any byte changed to one that matters to a parser: the same answer, or the text parser's call.
+    for (const head of [...common, ...others]) {
+      for (let at = 0; at < head.length; at++) {
+        for (const c of ['\0', '\r', '\n', ' ', '\t', ':', ',', 'A', '\xff']) agree(head.slice(0, at) + c + head.slice(at + 1), bodyless);
+      }
+    }
   }
 });
 

@@ -271,6 +271,8 @@ export interface ResponseHead {
   framing: { kind: 'length'; length: number } | { kind: 'chunked' } | { kind: 'close' };
   /** The connection may carry another request once this response is over. */
   reusable: boolean;
+  /** The head's length in bytes, its final CRLF CRLF included. */
+  size: number;
 }
 
 /** An origin answer a proxy cannot pass on (the client gets a 502). */
@@ -391,7 +393,144 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     framing = { kind: 'close' };
     reusable = false;
   }
-  return { status, lines: keptLines(head, first + 2, dropped), hasLength: length !== undefined && !encoded, hasDate, hasHsts, framing, reusable };
+  return { status, lines: keptLines(head, first + 2, dropped), hasLength: length !== undefined && !encoded, hasDate, hasHsts, framing, reusable, size: head.length + 4 };
+}
+
+/** The header names scanResponseHead() acts on, lower case, by length: each with its role. */
+const SCANNED_NAMES: [Uint8Array, Role][][] = [];
+for (const name of [...HOP_BY_HOP, 'content-length', 'date', 'strict-transport-security']) {
+  (SCANNED_NAMES[name.length] ??= []).push([Buffer.from(name, 'latin1'), headerNameOf(name).response]);
+}
+
+/** The role of the header name in `buf` from `start` (`length` token bytes) for a response. */
+function scannedRole(buf: Buffer, start: number, length: number): Role {
+  const candidates = SCANNED_NAMES[length];
+  if (candidates === undefined) return Role.Plain;
+  next: for (let k = 0; k < candidates.length; k++) {
+    const [lower, role] = candidates[k] as [Uint8Array, Role];
+    // Token bytes OR 0x20 equal a lower-case letter or '-' only when they are that letter in either case or that '-'.
+    for (let i = 0; i < length; i++) if (((buf[start + i] as number) | 0x20) !== lower[i]) continue next;
+    return role;
+  }
+  return Role.Plain;
+}
+
+/** Whether `buf` from `start` to `end` (a header value) is exactly `word` (lower-case letters and '-'), ignoring case. */
+function valueIs(buf: Buffer, start: number, end: number, word: string): boolean {
+  if (end - start !== word.length) return false;
+  for (let i = 0; i < word.length; i++) if (((buf[start + i] as number) | 0x20) !== word.charCodeAt(i)) return false;
+  return true;
+}
+
+/**
+ * parseResponseHead() for the response heads origins send nearly always, read from the bytes of
+ * the read that brought them (`buf` starts with the head): one pass over the bytes, no text made
+ * but the lines passed on. Null for anything else (a head not all in `buf`, Transfer-Encoding, a
+ * repeated Content-Length or Connection, a Connection other than `keep-alive` or `close`, a byte
+ * the text parser refuses): the caller then runs the text parser, which decides the same heads
+ * the same way, so this is only a shortcut to its answers. Runs once per forwarded response.
+ */
+export function scanResponseHead(buf: Buffer, bodyless: boolean): ResponseHead | null {
+  const n = buf.length;
+  // `HTTP/1.x NNN` and a reason up to CRLF.
+  if (n < 16 || buf[0] !== 0x48 || buf[1] !== 0x54 || buf[2] !== 0x54 || buf[3] !== 0x50 || buf[4] !== 0x2f || buf[5] !== 0x31 || buf[6] !== 0x2e || buf[8] !== 0x20) return null;
+  const minor = (buf[7] as number) - 48;
+  const a = (buf[9] as number) - 48;
+  const b = (buf[10] as number) - 48;
+  const c = (buf[11] as number) - 48;
+  if ((minor !== 0 && minor !== 1) || !(a >= 1 && a <= 9 && b >= 0 && b <= 9 && c >= 0 && c <= 9)) return null;
+  let i = 12;
+  if (buf[i] !== 0x0d) {
+    if (buf[i] !== 0x20) return null;
+    for (; i < n; i++) {
+      const ch = buf[i] as number;
+      if (ch === 0x0d) break;
+      if (ch === 0x0a || ch === 0) return null;
+    }
+  }
+  if (i + 1 >= n || buf[i + 1] !== 0x0a) return null;
+  const status = a * 100 + b * 10 + c;
+  const linesStart = i + 2;
+  let length = -1;
+  let hasDate = false;
+  let hasHsts = false;
+  // Connection: 0 none, 1 keep-alive, 2 close.
+  let connection = 0;
+  // The lines passed on so far, and where the ones after the last left-out line start.
+  let lines = '';
+  let keptFrom = linesStart;
+  for (i = linesStart; ; ) {
+    if (i + 1 >= n) return null;
+    if (buf[i] === 0x0d) {
+      if (buf[i + 1] !== 0x0a) return null;
+      break;
+    }
+    const start = i;
+    for (; i < n; i++) {
+      const ch = buf[i] as number;
+      if (ch >= 128 || TOKEN_CHARS[ch] === 0) break;
+    }
+    if (i === start || i >= n || buf[i] !== 0x3a) return null;
+    const role = scannedRole(buf, start, i - start);
+    let from = ++i;
+    for (; i < n; i++) {
+      const ch = buf[i] as number;
+      if (ch === 0x0d) break;
+      if (ch === 0x0a || ch === 0) return null;
+    }
+    if (i + 1 >= n || buf[i + 1] !== 0x0a) return null;
+    let to = i;
+    const lineEnd = i + 2;
+    i = lineEnd;
+    if (role === Role.Plain) continue;
+    while (from < to && (buf[from] === 0x20 || buf[from] === 0x09)) from++;
+    while (to > from && (buf[to - 1] === 0x20 || buf[to - 1] === 0x09)) to--;
+    switch (role) {
+      case Role.Length: {
+        if (length !== -1 || to === from || to - from > 15) return null;
+        let v = 0;
+        for (let k = from; k < to; k++) {
+          const d = (buf[k] as number) - 48;
+          if (d < 0 || d > 9) return null;
+          v = v * 10 + d;
+        }
+        length = v;
+        continue;
+      }
+      case Role.Date:
+        hasDate = true;
+        continue;
+      case Role.Hsts:
+        hasHsts = true;
+        continue;
+      case Role.Connection:
+        if (connection !== 0) return null;
+        if (valueIs(buf, from, to, 'keep-alive')) connection = 1;
+        else if (valueIs(buf, from, to, 'close')) connection = 2;
+        else return null;
+        break;
+      case Role.Hop:
+        break;
+      default:
+        // Transfer-Encoding.
+        return null;
+    }
+    // A hop-by-hop line: left out.
+    if (start > keptFrom) lines += buf.toString('latin1', keptFrom, start);
+    keptFrom = lineEnd;
+  }
+  if (i > keptFrom) lines += buf.toString('latin1', keptFrom, i);
+  const size = i + 2;
+  const keepAlive = connection === 0 ? minor === 1 : connection === 1;
+  let framing: ResponseHead['framing'];
+  let reusable = keepAlive;
+  if (bodyless || status < 200 || status === 204 || status === 304) framing = { kind: 'length', length: 0 };
+  else if (length !== -1) framing = { kind: 'length', length };
+  else {
+    framing = { kind: 'close' };
+    reusable = false;
+  }
+  return { status, lines, hasLength: length !== -1, hasDate, hasHsts, framing, reusable, size };
 }
 
 /** Header lines (ResponseHead.lines, already checked) as `[name, value, ...]`, names in lower case. */

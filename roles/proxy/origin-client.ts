@@ -13,7 +13,7 @@ import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
-import { ChunkedDecoder, PartialHead, headText, parseResponseHead, type ResponseHead } from './http1-parse.ts';
+import { ChunkedDecoder, PartialHead, headText, parseResponseHead, scanResponseHead, type ResponseHead } from './http1-parse.ts';
 import { readEnded, readStarted } from './read-clock.ts';
 
 /** Error codes of this client besides the socket's own (ECONNREFUSED, ECONNRESET, ...). */
@@ -272,19 +272,24 @@ class OriginExchange implements Exchange {
         all = this.partial.append(this.head, buf);
       }
       for (;;) {
-        const text = this.partial ? this.partial.head(all) : headText(all);
-        if (text === undefined) {
-          if (all.length > MAX_HEAD_BYTES) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin response head too large'));
-          this.head = transient && all === buf ? Buffer.from(all) : all;
-          return;
+        const bodyless = this.method === 'HEAD';
+        // A head whole in one read and of the usual shape is read from its bytes; any other goes
+        // through its text.
+        let parsed = this.partial ? null : scanResponseHead(all, bodyless);
+        if (parsed === null) {
+          const text = this.partial ? this.partial.head(all) : headText(all);
+          if (text === undefined) {
+            if (all.length > MAX_HEAD_BYTES) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin response head too large'));
+            this.head = transient && all === buf ? Buffer.from(all) : all;
+            return;
+          }
+          try {
+            parsed = parseResponseHead(text, bodyless);
+          } catch (err) {
+            return this.fail(new OriginError(ORIGIN_ERRORS.protocol, (err as Error).message));
+          }
         }
-        let parsed: ResponseHead;
-        try {
-          parsed = parseResponseHead(text, this.method === 'HEAD');
-        } catch (err) {
-          return this.fail(new OriginError(ORIGIN_ERRORS.protocol, (err as Error).message));
-        }
-        all = all.subarray(text.length + 4);
+        all = all.subarray(parsed.size);
         if (parsed.status >= 100 && parsed.status < 200) {
           if (parsed.status === 101) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin switched protocols on a plain request'));
           continue;
