@@ -108,15 +108,20 @@ class ForwardHandler implements OriginHandler {
     res.writeHead(head.status, out);
   }
 
-  onData(chunk: Buffer): boolean {
+  onData(chunk: Buffer, transient: boolean): boolean {
     const res = this.res;
     this.ctx.bytesOut += chunk.length;
     const wait = this.shaped ? this.shaper.take(this.site, this.ctx.clientIp, chunk.length) : 0;
     if (wait === 0) {
-      if (res.write(chunk)) return true;
+      let ok: boolean;
+      if (!transient) ok = res.write(chunk);
+      else if (res.writeTransient) ok = res.writeTransient(chunk);
+      else ok = res.write(Buffer.from(chunk));
+      if (ok) return true;
       res.once('drain', this.resume);
       return false;
     }
+    if (transient) chunk = Buffer.from(chunk);
     // Shaped: the chunk itself waits for its tokens, so the client sees the capped rate up to
     // the last byte; the origin stream stays paused meanwhile.
     this.delayed = true;

@@ -215,6 +215,15 @@ export class FastResponse extends EventEmitter {
 
   /** Writes body bytes (with the head still pending, in the same write). */
   write(chunk: Buffer): boolean {
+    return this.writeBody(chunk, false);
+  }
+
+  writeTransient(chunk: Buffer): boolean {
+    return this.writeBody(chunk, true);
+  }
+
+  /** `transient`: `chunk` is only valid during this call, so it is copied if the socket keeps it. */
+  private writeBody(chunk: Buffer, transient: boolean): boolean {
     if (this.destroyed || this.writableFinished) return false;
     const socket = this.conn.socket;
     if (this.bodyless || chunk.length === 0) return this.flushHead();
@@ -224,7 +233,8 @@ export class FastResponse extends EventEmitter {
     if (head !== null && chunk.length <= COALESCE_BYTES) {
       this.head = null;
       const prefix = head + frame;
-      const prefixLen = Buffer.byteLength(prefix, 'latin1');
+      // latin1: a byte per character.
+      const prefixLen = prefix.length;
       const out = Buffer.allocUnsafe(prefixLen + chunk.length + (this.chunked ? 2 : 0));
       out.write(prefix, 0, 'latin1');
       chunk.copy(out, prefixLen);
@@ -237,7 +247,7 @@ export class FastResponse extends EventEmitter {
         socket.write(head, 'latin1');
       }
       if (this.chunked) socket.write(frame, 'latin1');
-      ok = socket.write(chunk);
+      ok = socket.write(transient ? Buffer.from(chunk) : chunk);
       if (this.chunked) ok = socket.write('\r\n', 'latin1');
       socket.uncork();
     }

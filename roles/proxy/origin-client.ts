@@ -83,8 +83,12 @@ export interface OriginBody {
 export interface OriginHandler {
   /** The final response head (1xx answers are skipped). */
   onResponse(head: ResponseHead): void;
-  /** A piece of the response body; false pauses the origin until the exchange is resumed. */
-  onData(chunk: Buffer): boolean;
+  /**
+   * A piece of the response body; false pauses the origin until the exchange is resumed.
+   * `transient`: the bytes are in the client's shared read buffer, valid during this call only (the
+   * handler copies what it keeps).
+   */
+  onData(chunk: Buffer, transient: boolean): boolean;
   onEnd(): void;
   /** The request failed; nothing else is called after this. */
   onError(err: OriginError): void;
@@ -175,7 +179,8 @@ class OriginExchange implements Exchange {
     }
     if (!chunked && body.rest === null && size <= COALESCE_BYTES) {
       // Head and whole body in one write.
-      const headLen = Buffer.byteLength(this.headBytes, 'latin1');
+      // latin1: a byte per character.
+      const headLen = this.headBytes.length;
       const out = Buffer.allocUnsafe(headLen + size);
       out.write(this.headBytes, 0, 'latin1');
       let at = headLen;
@@ -341,13 +346,12 @@ class OriginExchange implements Exchange {
 
   private deliver(piece: Buffer): void {
     if (this.over || piece.length === 0) return;
-    const chunk = this.transient ? Buffer.from(piece) : piece;
     // While paused, pieces parsed from bytes already read wait here, in order.
     if (this.paused) {
-      this.queued.push(chunk);
+      this.queued.push(this.transient ? Buffer.from(piece) : piece);
       return;
     }
-    if (!this.handler.onData(chunk) && !this.over) this.pause();
+    if (!this.handler.onData(piece, this.transient) && !this.over) this.pause();
   }
 
   private pause(): void {
@@ -359,7 +363,7 @@ class OriginExchange implements Exchange {
     if (!this.paused || this.aborted) return;
     this.paused = false;
     while (this.queued.length > 0) {
-      if (!this.handler.onData(this.queued.shift() as Buffer)) {
+      if (!this.handler.onData(this.queued.shift() as Buffer, false)) {
         this.paused = true;
         return;
       }

@@ -37,6 +37,11 @@ export interface ProxyResponse {
   writeLines?(status: number, lines: string, length: boolean, date: boolean): unknown;
   /** False: wait for 'drain' before writing more. */
   write(chunk: Buffer): boolean;
+  /**
+   * The own server's write of bytes in a buffer its caller reuses right after (the shared read
+   * buffer): copied only if they are kept past the call.
+   */
+  writeTransient?(chunk: Buffer): boolean;
   end(chunk?: string): unknown;
   destroy(): unknown;
   /** 'close' comes once, when the response is over or its connection closed. */

@@ -45,6 +45,8 @@ export interface PackedEvents {
   fields: Float64Array<ArrayBuffer>;
 }
 const EVENT_FIELDS = 12;
+// Of which strings: site, client IP, method, host, path, rule.
+const STRING_FIELDS = 6;
 // The string index of a null field.
 const NO_STRING = -1;
 
@@ -55,19 +57,27 @@ export class EventPacker {
   private readonly fields: Float64Array<ArrayBuffer>;
   private strings: string[] = [];
   private readonly ids = new Map<string, number>();
+  // Each string field's last string and its id: a field mostly repeats (one site, one client
+  // per connection, the same few methods and paths), so most fields cost a comparison, not a lookup.
+  private readonly lastString: (string | null)[] = new Array<string | null>(STRING_FIELDS).fill(null);
+  private readonly lastId = new Array<number>(STRING_FIELDS).fill(NO_STRING);
 
   constructor(max: number) {
     this.max = max;
     this.fields = new Float64Array(max * EVENT_FIELDS);
   }
 
-  private id(s: string | null): number {
+  /** The batch's id of `s`, the value of string field `field` (0 to STRING_FIELDS - 1). */
+  private id(field: number, s: string | null): number {
     if (s === null) return NO_STRING;
+    if (s === this.lastString[field]) return this.lastId[field] as number;
     let id = this.ids.get(s);
     if (id === undefined) {
       id = this.strings.push(s) - 1;
       this.ids.set(s, id);
     }
+    this.lastString[field] = s;
+    this.lastId[field] = id;
     return id;
   }
 
@@ -76,16 +86,16 @@ export class EventPacker {
     const f = this.fields;
     const i = this.count * EVENT_FIELDS;
     f[i] = e.time;
-    f[i + 1] = this.id(e.site);
-    f[i + 2] = this.id(e.client_ip);
-    f[i + 3] = this.id(e.method);
-    f[i + 4] = this.id(e.host);
-    f[i + 5] = this.id(e.path);
+    f[i + 1] = this.id(0, e.site);
+    f[i + 2] = this.id(1, e.client_ip);
+    f[i + 3] = this.id(2, e.method);
+    f[i + 4] = this.id(3, e.host);
+    f[i + 5] = this.id(4, e.path);
     f[i + 6] = e.status;
     f[i + 7] = e.bytes_in;
     f[i + 8] = e.bytes_out;
     f[i + 9] = e.duration_ms;
-    f[i + 10] = this.id(e.rule);
+    f[i + 10] = this.id(5, e.rule);
     f[i + 11] = ref;
     return ++this.count >= this.max;
   }
@@ -95,6 +105,7 @@ export class EventPacker {
     const batch = { strings: this.strings, fields: this.fields.slice(0, this.count * EVENT_FIELDS) };
     this.strings = [];
     this.ids.clear();
+    this.lastString.fill(null);
     this.count = 0;
     return batch;
   }
