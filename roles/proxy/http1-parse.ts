@@ -9,8 +9,8 @@
  */
 import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
 
-/** RFC 9110 token characters (header names, methods), by character code. */
-const TOKEN_CHARS = new Uint8Array(128);
+/** RFC 9110 token characters (header names, methods), by character code (any byte's). */
+const TOKEN_CHARS = new Uint8Array(256);
 for (const c of "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") TOKEN_CHARS[c.charCodeAt(0)] = 1;
 
 /** `s.slice(start, end)` is a non-empty token. */
@@ -466,17 +466,17 @@ export function scanResponseHead(buf: Buffer, bodyless: boolean): ResponseHead |
       break;
     }
     const start = i;
-    for (; i < n; i++) {
-      const ch = buf[i] as number;
-      if (ch >= 128 || TOKEN_CHARS[ch] === 0) break;
-    }
+    for (; i < n; i++) if (TOKEN_CHARS[buf[i] as number] === 0) break;
     if (i === start || i >= n || buf[i] !== 0x3a) return null;
     const role = scannedRole(buf, start, i - start);
     let from = ++i;
     for (; i < n; i++) {
       const ch = buf[i] as number;
-      if (ch === 0x0d) break;
-      if (ch === 0x0a || ch === 0) return null;
+      // One comparison for most bytes: CR, LF and NUL are all below 14.
+      if (ch < 14) {
+        if (ch === 0x0d) break;
+        if (ch === 0x0a || ch === 0) return null;
+      }
     }
     if (i + 1 >= n || buf[i + 1] !== 0x0a) return null;
     let to = i;
