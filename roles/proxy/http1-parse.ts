@@ -114,7 +114,10 @@ interface HeaderName {
    * hash is already known, and skips its check.
    */
   readonly recurring: boolean;
-  /** The last value of a recurring name (it keeps its head alive: at most one head per spelling). */
+  /**
+   * The last value checked: of a recurring name (it keeps its head alive: at most one head per
+   * spelling), or a short one of any name. The same value again skips its check.
+   */
   last: string | undefined;
 }
 
@@ -178,12 +181,16 @@ export interface RequestHead {
   close: boolean;
 }
 
+/** V8 makes a substring this long or longer a slice of its string, a shorter one a copy. */
+const MIN_SLICE = 13;
+
 /** The value of a request header between `start` and `end`, or undefined when it holds a control character. */
 function requestValue(head: string, name: HeaderName, start: number, end: number): string | undefined {
   const value = trimmed(head, start, end);
   if (value === name.last) return name.last;
   if (VALUE_CTL.test(value)) return undefined;
-  if (name.recurring) name.last = value;
+  // A value shorter than V8's shortest slice is a string of its own: keeping it holds no head.
+  if (name.recurring || value.length < MIN_SLICE) name.last = value;
   return value;
 }
 
@@ -203,6 +210,9 @@ function addRequestHeader(headers: RequestHead['headers'], name: HeaderName, val
 /** The Connection header's tokens include `token` (lower case). */
 function connectionHas(value: string | undefined, token: string): boolean {
   if (value === undefined) return false;
+  // What nearly every client and origin sends, answered without splitting.
+  if (value === token) return true;
+  if (value === 'keep-alive' || value === 'close') return false;
   for (const part of value.split(',')) if (part.trim().toLowerCase() === token) return true;
   return false;
 }
