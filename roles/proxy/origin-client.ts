@@ -85,7 +85,7 @@ export interface OriginHandler {
   onResponse(head: ResponseHead): void;
   /**
    * A piece of the response body; false pauses the origin until the exchange is resumed.
-   * `transient`: the bytes are in the client's shared read buffer, valid during this call only (the
+   * `transient`: the bytes are in this client's shared read buffer, valid during this call only (the
    * handler copies what it keeps).
    */
   onData(chunk: Buffer, transient: boolean): boolean;
