@@ -285,6 +285,11 @@ export interface ResponseHead {
   size: number;
 }
 
+/** A response with this status has no body, whatever its head says (1xx, 204, 304: RFC 9112 §6.3). */
+export function statusHasNoBody(status: number): boolean {
+  return status < 200 || status === 204 || status === 304;
+}
+
 /** An origin answer a proxy cannot pass on (the client gets a 502). */
 export class OriginProtocolError extends Error {}
 
@@ -393,7 +398,7 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
   }
   let framing: ResponseHead['framing'];
   let reusable = keepAlive;
-  if (bodyless || status < 200 || status === 204 || status === 304) framing = { kind: 'length', length: 0 };
+  if (bodyless || statusHasNoBody(status)) framing = { kind: 'length', length: 0 };
   else if (encoded) {
     // A Transfer-Encoding connection is not reused.
     framing = chunked ? { kind: 'chunked' } : { kind: 'close' };
@@ -534,7 +539,7 @@ export function scanResponseHead(buf: Buffer, bodyless: boolean): ResponseHead |
   const keepAlive = connection === 0 ? minor === 1 : connection === 1;
   let framing: ResponseHead['framing'];
   let reusable = keepAlive;
-  if (bodyless || status < 200 || status === 204 || status === 304) framing = { kind: 'length', length: 0 };
+  if (bodyless || statusHasNoBody(status)) framing = { kind: 'length', length: 0 };
   else if (length !== -1) framing = { kind: 'length', length };
   else {
     framing = { kind: 'close' };

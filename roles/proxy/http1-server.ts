@@ -17,7 +17,7 @@ import { Socket } from 'node:net';
 import { Readable } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
-import { PartialHead, headerList, parseRequestHead, type RequestHead } from './http1-parse.ts';
+import { PartialHead, headerList, parseRequestHead, statusHasNoBody, type RequestHead } from './http1-parse.ts';
 import { readEnded, readStarted, wallNow } from './read-clock.ts';
 
 /**
@@ -200,7 +200,7 @@ export class FastResponse extends EventEmitter {
     this.headersSent = true;
     let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n${lines}`;
     if (!date) head += currentDateLine();
-    const noBody = this.bodyless || status === 204 || status === 304 || status < 200;
+    const noBody = this.bodyless || statusHasNoBody(status);
     if (!length && !noBody) {
       this.chunked = true;
       head += 'transfer-encoding: chunked\r\n';
