@@ -152,7 +152,7 @@ test('body phase: text-like types only, form decoding, families and body rules, 
 });
 
 test('built-in families stay fast on large adversarial inputs (no catastrophic backtracking)', () => {
-  const units = [' ', "'", "' or ", '1 ', '<a ', '<a/', '" ', 'select ', '/*', '../', ';', '&&', '$(', '${', '{{', '`', 'href=', 'javascript:', 'style=', 'char(1,', ',', '\n', '%'];
+  const units = [' ', "'", "' or ", '1 ', '<a ', '<a/', '" ', 'select ', '/*', '../', ';', '&&', '$(', '${', '{{', '`', 'href=', 'javascript:', 'style=', 'char(1,', ',', '\n', '%', 'sleep', 'and sleep', '(select', '= select', 'onload=', '" onload=', '<a onclick=', 'etc', '/etc', '=/', 'windows/', 'href= javascript', 'text/html'];
   for (const unit of units) {
     const input = `${unit.repeat(Math.ceil(65_536 / unit.length))}\u0001`;
     const t = performance.now();
