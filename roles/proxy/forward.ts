@@ -38,13 +38,16 @@ export function errorCode(err: unknown): string {
 
 /**
  * The request body as the origin gets it: what the WAF already read, then the rest of the
- * stream; null for a request without a body.
+ * stream; null for a request without a body. A body that arrived whole with the head is taken
+ * as it is, so it goes out in the same write as the head.
  */
 function originBody(req: ProxyRequest, maxBodyBytes: number, prefix: BodyPrefix | undefined): OriginBody | null {
   const declared = req.headers['content-length'];
   const chunked = req.headers['transfer-encoding'] !== undefined;
   if (declared === undefined && !chunked) return null;
   const length = chunked ? undefined : Number(declared);
+  const whole = prefix === undefined ? req.bufferedBody : undefined;
+  if (whole !== undefined) return { chunks: [whole], rest: null, length, max: Infinity };
   const rest = prefix?.ended || length === 0 ? null : req;
   // Content-Length bodies were checked against max_body_bytes already.
   return { chunks: prefix?.chunks ?? [], rest, length, max: chunked ? maxBodyBytes : Infinity };
