@@ -241,6 +241,15 @@ test('body inspection reads body_inspect_bytes, then forwards the whole body int
   }
   // Not text-like: streamed without inspection.
   assert.equal((await post('small', payload, { type: 'application/octet-stream' })).status, 200);
+  // inspect_body off: the body goes through as it came, whichever way it came.
+  for (const send of ['whole', 'pieces', 'chunked'] as const) {
+    const body = Buffer.concat([padding, payload]);
+    const r = await post('nobody', body, { send });
+    assert.equal(r.status, 200, `inspect_body off, ${send}`);
+    const seen = JSON.parse(r.text) as { bodyBytes: number; bodySha256: string; complete: boolean };
+    assert.equal(seen.bodySha256, createHash('sha256').update(body).digest('hex'), `inspect_body off, ${send}`);
+    assert.ok(seen.complete);
+  }
   // max_body_bytes still cuts a chunked body that the WAF buffered the start of.
   assert.equal((await post('small', Buffer.alloc(300_000, 'a'), { send: 'chunked' })).status, 413);
   assert.equal(await lastRule('small'), 'request.body_len');
