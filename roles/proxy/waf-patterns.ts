@@ -2,11 +2,11 @@
  * The WAF's built-in pattern families (spec/3 §2.5 waf.sqli / xss / path_traversal / rce and
  * scanner_block). Each family is a list of alternatives compiled once with the `i` flag (as one
  * alternation or one by one, whichever V8 runs faster) and run on input percent-decoded once.
- * They are written to stay linear on V8's backtracking engine: every
- * quantifier is over a class disjoint from what follows it or bounded (`{0,200}`), and no
- * quantified group holds another quantifier that could match the same text (waf.test.ts runs
- * each family over large adversarial inputs to hold that). The inspected input is capped too
- * (max_uri_bytes, body_inspect_bytes).
+ * They are written to stay linear on V8's backtracking engine: every quantifier is over a class
+ * disjoint from what follows it or bounded (`{0,200}`), and no quantified group holds another
+ * quantifier that could match the same text (waf.test.ts runs each family over large
+ * adversarial inputs to hold that). The inspected input is capped too (max_uri_bytes,
+ * body_inspect_bytes).
  *
  * Two variants per family: `url` for the request target, where structure tells a payload from
  * text, and `body`, stricter, since form and JSON bodies carry free text such as blog posts with
