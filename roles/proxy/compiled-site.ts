@@ -56,7 +56,12 @@ export function compileSite(input: CompileSiteInput): CompiledSite {
     pipeline: createSitePipeline(pipelineInput),
     bodyCheck: createSiteBodyPhase(pipelineInput),
     resolveClientIp: createClientIpResolver(c.client_ip.trusted_proxies),
-    originHeaders: createOriginHeaders({ forwardMode: c.client_ip.forward_mode, customHeader: c.client_ip.custom_header, hostHeader: c.origin.host_header }),
+    originHeaders: createOriginHeaders({
+      forwardMode: c.client_ip.forward_mode,
+      customHeader: c.client_ip.custom_header,
+      hostHeader: c.origin.host_header,
+      trustedProxies: c.client_ip.trusted_proxies,
+    }),
     origin: input.pools.acquire({
       url: new URL(c.origin.url).origin,
       connect_timeout_ms: c.origin.connect_timeout_ms,

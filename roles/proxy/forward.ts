@@ -197,7 +197,7 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
     sendStatus(ctx, 502);
     return;
   }
-  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp);
+  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp, ctx.peerIp);
   let lines = '';
   for (let i = 0; i < headers.length; i += 2) lines += `${headers[i] as string}: ${headers[i + 1] as string}\r\n`;
   const handler = new ForwardHandler(ctx, site, shaper);

@@ -11,14 +11,14 @@ function pairs(flat: string[]): [string, string][] {
 }
 
 test('hop-by-hop, Connection-listed and framing headers dropped; end-to-end headers kept in order', () => {
-  const build = createOriginHeaders({ forwardMode: 'none', customHeader: null, hostHeader: null });
-  assert.deepEqual(pairs(build(RAW, 'a.example:8080', '9.9.9.9')), [
+  const build = createOriginHeaders({ forwardMode: 'none', customHeader: null, hostHeader: null, trustedProxies: [] });
+  assert.deepEqual(pairs(build(RAW, 'a.example:8080', '9.9.9.9', '9.9.9.9')), [
     ['Cookie', 'a=1'],
     ['host', 'a.example:8080'],
   ]);
 });
 
-test('each forward mode writes its header and replaces an inbound one', () => {
+test('each forward mode writes its header and replaces an inbound one (the peer a trusted proxy)', () => {
   const modes = {
     x_forwarded_for: ['x-forwarded-for', '1.1.1.1, 2.2.2.2, 9.9.9.9'],
     x_real_ip: ['x-real-ip', '9.9.9.9'],
@@ -26,11 +26,23 @@ test('each forward mode writes its header and replaces an inbound one', () => {
     custom: ['x-client', '9.9.9.9'],
   } as const;
   for (const [mode, [name, value]] of Object.entries(modes)) {
-    const build = createOriginHeaders({ forwardMode: mode as keyof typeof modes, customHeader: 'X-Client', hostHeader: 'origin.internal' });
-    const out = pairs(build(RAW, 'a.example', '9.9.9.9'));
+    const build = createOriginHeaders({ forwardMode: mode as keyof typeof modes, customHeader: 'X-Client', hostHeader: 'origin.internal', trustedProxies: ['10.0.0.0/8'] });
+    const out = pairs(build(RAW, 'a.example', '9.9.9.9', '::ffff:10.1.2.3'));
     assert.deepEqual(out.filter(([n]) => n.toLowerCase() === name), [[name, value]], mode);
     assert.deepEqual(out.filter(([n]) => n.toLowerCase() === 'host'), [['host', 'origin.internal']]);
   }
-  const v6 = createOriginHeaders({ forwardMode: 'forwarded', customHeader: null, hostHeader: null });
-  assert.deepEqual(pairs(v6([], 'a', '2001:db8::1')).find(([n]) => n === 'forwarded'), ['forwarded', 'for="[2001:db8::1]"']);
+  const v6 = createOriginHeaders({ forwardMode: 'forwarded', customHeader: null, hostHeader: null, trustedProxies: [] });
+  assert.deepEqual(pairs(v6([], 'a', '2001:db8::1', '2001:db8::1')).find(([n]) => n === 'forwarded'), ['forwarded', 'for="[2001:db8::1]"']);
+});
+
+test('x_forwarded_for drops the chain an untrusted peer sent: the origin gets the client alone', () => {
+  const build = createOriginHeaders({ forwardMode: 'x_forwarded_for', customHeader: null, hostHeader: null, trustedProxies: ['10.0.0.0/8'] });
+  const xff = (peer: string, client: string): string[] =>
+    pairs(build(RAW, 'a', client, peer))
+      .filter(([n]) => n === 'x-forwarded-for')
+      .map(([, v]) => v);
+  assert.deepEqual(xff('203.0.113.7', '203.0.113.7'), ['203.0.113.7']);
+  assert.deepEqual(xff('10.0.0.1', '2.2.2.2'), ['1.1.1.1, 2.2.2.2, 2.2.2.2']);
+  // No inbound chain: the header is created from the client either way.
+  assert.deepEqual(pairs(build([], 'a', '203.0.113.7', '203.0.113.7')), [['host', 'a'], ['x-forwarded-for', '203.0.113.7']]);
 });

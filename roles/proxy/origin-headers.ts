@@ -2,10 +2,12 @@
  * The request headers sent to the origin: the client's headers minus hop-by-hop ones, Host as
  * configured (`origin.host_header`, else the client's), and the client IP in the header the
  * site's `client_ip.forward_mode` names (spec/3 §2.4). The mode's own header is always written
- * by the proxy, so a client cannot pass a forged value through it.
+ * by the proxy, so a client cannot pass a forged value through it: `x_forwarded_for` extends the
+ * inbound chain only when the peer is a trusted proxy, and starts a new one otherwise.
  */
 import { isIP } from 'node:net';
 import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
+import { createIpMatcher, plainIp } from './ip-match.ts';
 
 export type ForwardMode = 'none' | 'x_forwarded_for' | 'x_real_ip' | 'forwarded' | 'custom';
 
@@ -13,13 +15,16 @@ export interface OriginHeaderOptions {
   forwardMode: ForwardMode;
   customHeader: string | null;
   hostHeader: string | null;
+  /** `client_ip.trusted_proxies`: the peers whose inbound X-Forwarded-For is extended. */
+  trustedProxies: readonly string[];
 }
 
 /**
  * Builds the flat `[name, value, ...]` header list for the origin from the client's raw headers.
- * `host` is the client's Host header as received (used when no host_header is configured).
+ * `host` is the client's Host header as received (used when no host_header is configured);
+ * `peer` is the TCP peer's address.
  */
-export type OriginHeaderBuilder = (rawHeaders: readonly string[], host: string | undefined, clientIp: string) => string[];
+export type OriginHeaderBuilder = (rawHeaders: readonly string[], host: string | undefined, clientIp: string, peer: string) => string[];
 
 // `expect` is answered by node (100-continue); the origin client writes the body's framing itself.
 const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'host', 'expect', 'content-length']);
@@ -58,8 +63,9 @@ export function createOriginHeaders(opts: OriginHeaderOptions): OriginHeaderBuil
   if (mode === 'forwarded') replaced.add('forwarded');
   if (mode === 'custom' && custom !== '') replaced.add(custom);
   const fixedHost = opts.hostHeader;
+  const trusted = createIpMatcher(opts.trustedProxies);
 
-  return function buildOriginHeaders(raw, host, clientIp) {
+  return function buildOriginHeaders(raw, host, clientIp, peer) {
     const out: string[] = [];
     let listed: Set<string> | undefined;
     let chain: string | undefined;
@@ -84,6 +90,8 @@ export function createOriginHeaders(opts: OriginHeaderOptions): OriginHeaderBuil
     if (hostValue !== undefined) out.push('host', hostValue);
     switch (mode) {
       case 'x_forwarded_for':
+        // An untrusted peer's chain is whatever its client wrote: the origin gets the client alone.
+        if (chain !== undefined && !trusted(plainIp(peer))) chain = undefined;
         out.push('x-forwarded-for', chain === undefined ? clientIp : `${chain}, ${clientIp}`);
         break;
       case 'x_real_ip':
