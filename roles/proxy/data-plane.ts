@@ -19,6 +19,7 @@ import { forwardRequest } from './forward.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
 import { plainIp } from './ip-match.ts';
+import { REQUEST_RULES } from './request-limits.ts';
 import type { PipelineServices } from './pipeline.ts';
 import type { PlaneRequestEvent, RequestEventSink } from './recent-events.ts';
 import type { ProxyRequest, ProxyResponse, RequestContext, Scheme } from './request-context.ts';
@@ -49,6 +50,11 @@ export interface DataPlane {
   isTunnel(req: IncomingMessage): boolean;
   /** The 'upgrade' listener: routed and checked like a request, then tunnelled to the origin. */
   upgradeHandler(scheme: Scheme): (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
+  /**
+   * The 'connect' listener: a CONNECT is routed and checked like a request (405 unless the site
+   * allows the method); the proxy opens no CONNECT tunnels, so one that passes is answered 501.
+   */
+  connectHandler(scheme: Scheme): (req: IncomingMessage, socket: Duplex) => void;
   /** SNI certificate selection: the routed site's certificate, or an error that aborts the handshake. */
   sniCallback(servername: string, cb: (err: Error | null, ctx?: SecureContext) => void): void;
   /** Requests whose response is not over yet. */
@@ -75,9 +81,13 @@ export interface DataPlaneOptions {
   logger: Logger;
 }
 
-/** Splits an absolute-form target (`http://host/path`) into its authority and origin-form target. */
-function splitTarget(url: string, hostHeader: string | undefined): { host: string | undefined; target: string } | undefined {
+/**
+ * Splits an absolute-form target (`http://host/path`) into its authority and origin-form target;
+ * CONNECT's authority-form target (`host:port`) is its own path.
+ */
+function splitTarget(method: string | undefined, url: string, hostHeader: string | undefined): { host: string | undefined; target: string } | undefined {
   if (url.startsWith('/')) return { host: hostHeader, target: url };
+  if (method === 'CONNECT') return { host: hostHeader ?? url, target: url };
   if (!/^https?:\/\//i.test(url)) return undefined;
   try {
     const u = new URL(url);
@@ -160,7 +170,7 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     const gen = current();
     active++;
     onInFlight?.(1);
-    const split = splitTarget(req.url ?? '/', req.headers.host);
+    const split = splitTarget(req.method, req.url ?? '/', req.headers.host);
     const target = split?.target ?? req.url ?? '';
     const q = target.indexOf('?');
     const peerIp = plainIp(req.socket.remoteAddress);
@@ -272,16 +282,22 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     });
   }
 
-  function upgrade(scheme: Scheme, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  /**
+   * A response object on a raw socket node's server let go of (an upgrade, a CONNECT), so its
+   * answers are written (and counted, and logged as events) exactly like those of plain requests.
+   */
+  function rawResponse(req: IncomingMessage, socket: Duplex): ServerResponse {
     socket.on('error', () => undefined);
-    // A response object on the raw socket, so refusals and a non-101 origin answer are written
-    // (and counted, and logged as events) exactly like those of plain requests.
     const res = new ServerResponse(req);
     res.assignSocket(socket as Socket);
     res.shouldKeepAlive = false;
     // Node's server ends the connection after a response it made itself; this one is ours.
     res.once('finish', () => socket.end());
-    const ctx = begin(scheme, req, res);
+    return res;
+  }
+
+  function upgrade(scheme: Scheme, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const ctx = begin(scheme, req, rawResponse(req, socket));
     if (!ctx) return;
     const site = ctx.site as CompiledSite;
     if (!site.config.websockets.enabled) {
@@ -290,6 +306,15 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       return;
     }
     apply(ctx, site.pipeline(ctx), (c, s) => tunnel(c, s, socket, head));
+  }
+
+  function connect(scheme: Scheme, req: IncomingMessage, socket: Duplex): void {
+    const ctx = begin(scheme, req, rawResponse(req, socket));
+    if (!ctx) return;
+    apply(ctx, (ctx.site as CompiledSite).pipeline(ctx), (c) => {
+      c.rule = REQUEST_RULES.method;
+      sendStatus(c, 501);
+    });
   }
 
   return {
@@ -301,6 +326,10 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     upgradeHandler: (scheme) =>
       function onUpgrade(req, socket, head) {
         upgrade(scheme, req, socket, head);
+      },
+    connectHandler: (scheme) =>
+      function onConnect(req, socket) {
+        connect(scheme, req, socket);
       },
     sniCallback(servername, cb) {
       const site = current().route(servername);

@@ -16,6 +16,10 @@ test('plain requests parse into node-shaped headers: repeats joined as node join
   assert.equal(parseRequestHead('GET / HTTP/1.1\r\nHost:   spaced \t')?.headers['host'], 'spaced');
 });
 
+test('any token method but CONNECT is a plain request: extension and lower-case methods reach allowed_methods', () => {
+  for (const method of ['PROPFIND', 'BREW', 'get', 'M-SEARCH']) assert.equal(parseRequestHead(`${method} / HTTP/1.1\r\nHost: x`)?.method, method);
+});
+
 test("anything outside the plain subset is left to node's parser", () => {
   const refused = [
     'GET / HTTP/1.0\r\nHost: x',
@@ -33,8 +37,7 @@ test("anything outside the plain subset is left to node's parser", () => {
     'GET / HTTP/1.1\r\nHost: x\r\nX: a\x01b',
     'GET /a b HTTP/1.1\r\nHost: x',
     'G(T / HTTP/1.1\r\nHost: x',
-    'get / HTTP/1.1\r\nHost: x',
-    'PROPFIND / HTTP/1.1\r\nHost: x',
+    'CONNECT / HTTP/1.1\r\nHost: x',
     'GET / HTTP/1.1\r\nHost: x\r\nX: a\x7fb',
     'GET / HTTP/1.1\r\nHost: x\r\nX: a\0b',
     'GET /\x01 HTTP/1.1\r\nHost: x',

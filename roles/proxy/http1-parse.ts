@@ -2,7 +2,7 @@
  * HTTP/1.1 message heads and chunked bodies, for the data plane's own server (http1-server.ts)
  * and origin client (origin-client.ts). The request parser is deliberately narrow: it accepts the
  * plain requests that make up nearly all traffic and returns undefined for anything else (another
- * version or method, Transfer-Encoding, Upgrade, Expect, absolute-form targets, obs-fold, bare CR or LF,
+ * version, CONNECT, Transfer-Encoding, Upgrade, Expect, absolute-form targets, obs-fold, bare CR or LF,
  * odd bytes, repeated Host or Content-Length), which the server then hands to node's llhttp with
  * its full strictness and error answers. The response parser is for origins: it accepts what
  * origins send and refuses (throws) what a proxy must not pass on.
@@ -49,9 +49,11 @@ const VALUE_CTL = /[\x00-\x08\x0a-\x1f\x7f]/;
 // Request targets in origin form: visible ASCII only (llhttp's strict set).
 const ORIGIN_FORM = /^\/[\x21-\x7e]*$/;
 const DIGITS = /^\d{1,15}$/;
-// The methods the fast path serves; others (WebDAV, CONNECT, unknown ones llhttp refuses with
-// 400) go to node's parser.
-const FAST_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
+// The common methods, known without a look at their characters. The fast path serves any token
+// method but CONNECT (RFC 9110 §9.1: methods are extensible, and a site's allowed_methods answers
+// 405 to the rest); llhttp would refuse one it does not know with a bare 400. CONNECT, a tunnel
+// request with an authority-form target, is node's parser's ('connect' in data-plane.ts).
+const COMMON_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'PATCH']);
 
 /** The status of an `HTTP/1.x NNN reason` line ending at `eol`; throws on anything else. */
 function statusOf(head: string, eol: number): number {
@@ -229,7 +231,7 @@ export function parseRequestHead(head: string): RequestHead | undefined {
   if (sp1 <= 0 || sp2 === -1 || sp2 !== eol - 9 || !head.startsWith(' HTTP/1.1', sp2)) return undefined;
   const method = head.slice(0, sp1);
   const target = head.slice(sp1 + 1, sp2);
-  if (!FAST_METHODS.has(method) || !ORIGIN_FORM.test(target)) return undefined;
+  if (!(COMMON_METHODS.has(method) || (method !== 'CONNECT' && isToken(head, 0, sp1))) || !ORIGIN_FORM.test(target)) return undefined;
   const headers: RequestHead['headers'] = {};
   const rawHeaders: string[] = [];
   let sawHost = false;

@@ -66,6 +66,7 @@ export async function startListeners(opts: {
     // Node's server, not listening: it gets the connections the own server hands over.
     const fallback = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel }, plane.handler(scheme));
     fallback.on('upgrade', plane.upgradeHandler(scheme));
+    fallback.on('connect', plane.connectHandler(scheme));
     const fast = createHttp1Server({ onRequest: plane.handler(scheme), fallback, maxHeaderSize: opts.maxHeaderSize });
     return { fast, fallback };
   }

@@ -7,6 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import type { Daemon } from '../hostkit-process.ts';
 import { api, makeRoot, request, startOrigin, startProxy, type Origin, type ProxyRoot, withBrowserHeaders } from './harness.ts';
 
@@ -34,6 +35,7 @@ before(async () => {
         },
       },
       'defaults.yaml': { id: 'defaults', hostnames: ['defaults.test'], origin: { url: origin.url } },
+      'connect.yaml': { id: 'connect', hostnames: ['connect.test'], origin: { url: origin.url }, protection: { bot: { enabled: false }, request_limits: { allowed_methods: ['GET', 'CONNECT'] } } },
     },
   });
   proxy = await startProxy(root);
@@ -60,6 +62,31 @@ test('405 for a method outside allowed_methods, with Allow; allowed methods are 
   assert.equal(origin.seen.length, before + 1, 'refused requests never reach the origin');
   assert.equal((await request({ port: root.httpPort, host: 'defaults.test', method: 'DELETE' })).status, 200, 'the default list allows DELETE');
 });
+
+test('extension methods and CONNECT get the same 405; a CONNECT a site allows is 501 (no CONNECT tunnels)', async () => {
+  for (const method of ['BREW', 'PROPFIND', 'M-SEARCH']) {
+    const r = await request({ port: root.httpPort, host: HOST, method, path: '/x' });
+    assert.equal(r.status, 405, method);
+    assert.equal(r.headers['allow'], 'GET, POST, PUT');
+  }
+  const refused = await connectHead(HOST);
+  assert.match(refused, /^HTTP\/1\.1 405 /);
+  assert.match(refused, /\r\nallow: GET, POST, PUT\r\n/i);
+  assert.deepEqual(await lastEvent().then((e) => [e.status, e.rule]), [405, 'request.method']);
+  assert.match(await connectHead('connect.test'), /^HTTP\/1\.1 501 /);
+  assert.match(await connectHead('nowhere.test'), /^HTTP\/1\.1 421 /);
+});
+
+/** A CONNECT for `host:443` (node's client takes any answer to CONNECT as a tunnel): the answer's head. */
+function connectHead(host: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1', () => socket.write(`CONNECT ${host}:443 HTTP/1.1\r\nHost: ${host}:443\r\n\r\n`));
+    let text = '';
+    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+    socket.on('end', () => resolve(text.slice(0, text.indexOf('\r\n\r\n') + 2)));
+    socket.on('error', reject);
+  });
+}
 
 test('414 for a request target over max_uri_bytes (query included)', async () => {
   assert.equal((await request({ port: root.httpPort, host: HOST, path: `/${'a'.repeat(199)}` })).status, 200);
