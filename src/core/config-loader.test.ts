@@ -72,6 +72,13 @@ test('cross-field checks run together with schema checks', () => {
   );
 });
 
+test('a key written with no value (YAML null) takes its default', () => {
+  const { config, warnings } = loadConfigText('name:\nnested:\n  port:\n  mode:\nlist:\n', 'x.yaml', spec);
+  assert.deepEqual(config, { name: 'x', interval: '5s', nested: { port: 8480, mode: 'a' }, list: [] });
+  assert.deepEqual(warnings, []);
+  assert.throws(() => loadConfigText('list:\n  - url:\n', 'x.yaml', spec), /\/list\/0\/url/, 'a required field without a default stays required');
+});
+
 test('unknown keys are ignored with a warning naming them', () => {
   const { config, warnings } = loadConfigText('nmae: typo\nnested: {prot: 1}\n', 'x.yaml', spec);
   assert.equal(config.name, 'x');

@@ -109,7 +109,7 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
   }
   data = expandEnv(data);
   const warnings: string[] = [];
-  walkUnknownKeys(data, spec.schema, '', warnings);
+  walkKeys(data, spec.schema, '', warnings);
   walkUnresolvedEnv(data, '', warnings);
 
   if (!spec.validate(data)) problems.push(...schemaProblems(spec.validate.errors ?? [], spec.schema));
@@ -150,21 +150,32 @@ function walkUnresolvedEnv(data: unknown, path: string, warnings: string[]): voi
   }
 }
 
-function walkUnknownKeys(data: unknown, schema: SchemaNode | undefined, path: string, warnings: string[]): void {
+/** Warns about keys the schema does not know, and unsets fields written with no value. */
+function walkKeys(data: unknown, schema: SchemaNode | undefined, path: string, warnings: string[]): void {
   if (!schema || data === null || typeof data !== 'object') return;
   if (Array.isArray(data)) {
-    data.forEach((item, i) => walkUnknownKeys(item, schema.items, `${path}/${i}`, warnings));
+    data.forEach((item, i) => walkKeys(item, schema.items, `${path}/${i}`, warnings));
     return;
   }
   const props = schema.properties;
   for (const [key, value] of Object.entries(data)) {
     const child = props?.[key];
-    if (child) {
-      walkUnknownKeys(value, child, `${path}/${key}`, warnings);
+    if (value === null && child && takesDefault(child)) {
+      // `key:` with nothing after it is YAML's null: the field is left unset, so its default applies.
+      delete (data as Record<string, unknown>)[key];
+    } else if (child) {
+      walkKeys(value, child, `${path}/${key}`, warnings);
     } else if (props && schema.additionalProperties === undefined) {
       warnings.push(`${path}/${key}: unknown key, ignored`);
     }
   }
+}
+
+/** A field with a default that null is not a value of: an empty value there means "unset". */
+function takesDefault(schema: SchemaNode): boolean {
+  if (!('default' in schema)) return false;
+  if (schema.type !== undefined) return ![schema.type].flat().includes('null');
+  return schema.enum !== undefined && !schema.enum.includes(null);
 }
 
 const DURATION_PATTERN = '^[0-9]+(ms|s|m|h|d)$';
