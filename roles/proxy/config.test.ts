@@ -43,3 +43,14 @@ test('a site with only hostnames and origin.url loads with every default; !heade
   assert.equal((rule?.target as HeaderTarget).header, 'User-Agent');
   assert.equal(rule?.action, 'block');
 });
+
+test('a TLS site whose files are there but make no certificate is a problem of its file, not an ok', () => {
+  const root = mkdtempSync(join(tmpdir(), 'hk-proxy-cfg-'));
+  mkdirSync(join(root, 'sites.d'));
+  writeFileSync(join(root, 'config.yaml'), 'admin:\n  tokens:\n    - {name: ops, token: 0123456789abcdef0123}\n');
+  writeFileSync(join(root, 'garbage.pem'), 'garbage\n');
+  writeFileSync(join(root, 'sites.d', 'c.yaml'), 'hostnames: [c.example]\norigin: {url: "http://127.0.0.1:3000"}\ntls: {enabled: true, cert_path: garbage.pem, key_path: garbage.pem}\n');
+  const files = loadProxyFiles(root);
+  assert.deepEqual(files.sites, []);
+  assert.match(files.errors[0]?.message ?? '', /\/tls\/cert_path: cannot use this certificate and key: .*PEM/);
+});

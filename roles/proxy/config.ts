@@ -12,6 +12,7 @@ import { at, checkCidrList, checkListen, httpUrlProblem } from '../../src/core/c
 import { validateProxyGlobalConfig, validateProxySiteConfig } from '../../src/contracts/validators.js';
 import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contracts/schemas.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
+import { loadCertificate } from './certificates.ts';
 import { compileLinear, LinearRegexError } from './linear-regex.ts';
 
 /**
@@ -109,10 +110,18 @@ function siteChecks(root: string) {
       problems.push({ path: '/client_ip/custom_header', message: 'is required when forward_mode is custom' });
     }
     if (at(config, '/tls/enabled') === true) {
+      let found = 0;
       for (const key of ['cert_path', 'key_path']) {
         const p = at(config, `/tls/${key}`);
         if (typeof p !== 'string' || p === '') problems.push({ path: `/tls/${key}`, message: 'is required when tls.enabled is true' });
         else if (!existsSync(isAbsolute(p) ? p : join(root, p))) problems.push({ path: `/tls/${key}`, message: `file not found: ${p}` });
+        else found++;
+      }
+      // Both there: they must also make a certificate (PEM that parses, a key that matches), or
+      // HTTPS to the site would fail while `check` said ok.
+      if (found === 2) {
+        const { problem } = loadCertificate(root, config.tls, undefined);
+        if (problem) problems.push({ path: '/tls/cert_path', message: `cannot use this certificate and key: ${problem}` });
       }
     }
     for (const list of ['/client_ip/trusted_proxies', '/protection/acl/blacklist', '/protection/acl/whitelist']) checkCidrList(config, list, problems);
