@@ -11,6 +11,7 @@ import { headerList, type ResponseHead } from './http1-parse.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { plainIp } from './ip-match.ts';
 import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginError, type OriginHandler } from './origin-client.ts';
+import type { Origin } from './origin-pools.ts';
 import type { ProxyEndpoints } from './proxy-protocol.ts';
 import type { RateShaper } from './rate-shaper.ts';
 import { onRequestDone, type ProxyRequest, type ProxyResponse, type RequestContext } from './request-context.ts';
@@ -27,8 +28,21 @@ export const ORIGIN_RULES = {
 } as const;
 
 // Errors that mean the origin could not be reached at all: they start the backoff.
-export const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', ORIGIN_ERRORS.connectTimeout, 'ETIMEDOUT', 'EADDRNOTAVAIL']);
-export const TIMEOUT_ERRORS = new Set<string>([ORIGIN_ERRORS.headersTimeout, ORIGIN_ERRORS.bodyTimeout]);
+const CONNECT_ERRORS = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', ORIGIN_ERRORS.connectTimeout, 'ETIMEDOUT', 'EADDRNOTAVAIL']);
+const TIMEOUT_ERRORS = new Set<string>([ORIGIN_ERRORS.headersTimeout, ORIGIN_ERRORS.bodyTimeout]);
+
+/**
+ * An origin request failed before its response: the origin records it (a connection failure
+ * starts its backoff) and the rule id the client's 502 is logged under comes back.
+ */
+export function originFailed(origin: Origin, code: string): string {
+  if (CONNECT_ERRORS.has(code)) {
+    origin.recordFailure(wallNow(), code);
+    return ORIGIN_RULES.connect;
+  }
+  origin.recordError(code);
+  return TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
+}
 
 /** The error's code. */
 export function errorCode(err: unknown): string {
@@ -168,12 +182,7 @@ class ForwardHandler implements OriginHandler {
       res.destroy();
       return;
     }
-    if (CONNECT_ERRORS.has(code)) {
-      this.site.origin.recordFailure(wallNow());
-      ctx.rule = ORIGIN_RULES.connect;
-    } else {
-      ctx.rule = TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
-    }
+    ctx.rule = originFailed(this.site.origin, code);
     sendStatus(ctx, 502);
   }
 

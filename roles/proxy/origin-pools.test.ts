@@ -14,17 +14,17 @@ test('origin backoff doubles with failures in a row, is seen by every worker, an
   const ob = b.acquire(settings);
   assert.equal(oa.backoffUntil(), 0, 'no failure yet');
   const now = Date.now();
-  oa.recordFailure(now);
+  oa.recordFailure(now, 'ECONNREFUSED');
   assert.equal(ob.backoffUntil(), now + BACKOFF_BASE_MS, 'the other worker sees the backoff');
-  oa.recordFailure(now);
+  oa.recordFailure(now, 'ECONNREFUSED');
   assert.equal(ob.backoffUntil(), now + 2 * BACKOFF_BASE_MS, 'a second failure in a row doubles it');
   ob.recordSuccess();
   assert.equal(oa.backoffUntil(), 0, 'a success anywhere ends it');
-  oa.recordFailure(now);
+  oa.recordFailure(now, 'ECONNREFUSED');
   assert.equal(ob.backoffUntil(), now + BACKOFF_BASE_MS, 'and the count starts over');
   // A failure long after the last one (its entry expired, not yet swept) starts over too.
   const later = now + 10 * 60_000;
-  oa.recordFailure(later);
+  oa.recordFailure(later, 'ECONNREFUSED');
   assert.equal(table.backoffHorizon, later + BACKOFF_BASE_MS + 60_000);
   await Promise.all([a.close(), b.close()]);
 });

@@ -9,6 +9,7 @@
  * client IP and listener address, each writing its header on every connection it opens, and
  * drops a pool once it has been idle for keepalive_secs.
  */
+import type { Logger } from 'pino';
 import { OriginPool, type OriginTarget } from './origin-client.ts';
 import { proxyProtocolHeader, type ProxyEndpoints } from './proxy-protocol.ts';
 import { SharedTable } from './shared-table.ts';
@@ -34,8 +35,10 @@ export interface Origin {
   pool(endpoints?: ProxyEndpoints): OriginPool;
   /** Until when (ms since the epoch) requests fail fast with 502; 0 when the origin is not backing off. */
   backoffUntil(): number;
-  /** A connection to the origin failed: back off for longer each time in a row. */
-  recordFailure(now: number): void;
+  /** A connection to the origin failed (`code`: why): back off for longer each time in a row. */
+  recordFailure(now: number, code: string): void;
+  /** A request to the reachable origin failed before its response (a timeout, a broken answer). */
+  recordError(code: string): void;
   /** A response arrived: the origin is reachable again. */
   recordSuccess(): void;
 }
@@ -54,6 +57,8 @@ export const BACKOFF_BASE_MS = 250;
 export const BACKOFF_MAX_MS = 5_000;
 // How often per-client pools (PROXY protocol) are checked for idleness.
 const CLIENT_POOL_SWEEP_MS = 5_000;
+// An origin's failures are logged at most this often (per worker), with the count left unlogged.
+const ORIGIN_WARN_EVERY_MS = 60_000;
 
 function settingsKey(s: OriginSettings): string {
   return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}|${s.proxy_protocol}`;
@@ -76,7 +81,8 @@ function targetOf(s: OriginSettings, preface?: Buffer): OriginTarget {
 }
 
 /** Creates the registry; runs once at start. */
-export function createOriginPools(opts: { graceMs?: number; table?: SharedTable } = {}): OriginPools {
+export function createOriginPools(opts: { graceMs?: number; table?: SharedTable; logger?: Logger } = {}): OriginPools {
+  const logger = opts.logger;
   const graceMs = opts.graceMs ?? 30_000;
   // Backoffs live in the shared table: an origin one worker found down is down for all of them.
   const table = opts.table ?? SharedTable.create();
@@ -102,6 +108,19 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
     const backoffKey = `o\0${s.url}`;
     // The origin had a failure count at the last look (any worker's).
     let failing = false;
+    // An origin that is down fails every request: the log gets the first failure of a minute.
+    let lastWarned = -Infinity;
+    let unlogged = 0;
+    const warn = (code: string, msg: string): void => {
+      const now = wallNow();
+      if (now - lastWarned < ORIGIN_WARN_EVERY_MS) {
+        unlogged++;
+        return;
+      }
+      logger?.warn({ origin: s.url, error: code, failures_unlogged: unlogged }, msg);
+      lastWarned = now;
+      unlogged = 0;
+    };
     const shared = s.proxy_protocol === 'off' ? new OriginPool(targetOf(s)) : undefined;
     const perClient = new Map<string, { pool: OriginPool; lastUsed: number }>();
     const origin: Origin = {
@@ -134,7 +153,8 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         failing = at !== -1;
         return until;
       },
-      recordFailure(now) {
+      recordFailure(now, code) {
+        warn(code, 'origin unreachable: its requests get 502, and none is tried while it backs off');
         failing = true;
         table.lock();
         // An entry past its expiry (its count forgotten) starts over.
@@ -158,6 +178,10 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable 
         const at = backoffOf(backoffKey);
         if (at !== -1) table.remove(at);
         table.unlock();
+        if (at !== -1) logger?.info({ origin: s.url }, 'origin reachable again');
+      },
+      recordError(code) {
+        warn(code, 'origin request failed: the client got 502');
       },
     };
     const idleMs = Math.max(s.keepalive_secs * 1000, 1_000);

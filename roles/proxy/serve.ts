@@ -80,7 +80,7 @@ export async function serveProxy(rootArg: string): Promise<void> {
 
   const shutdown = createShutdown({ logger, timeoutMs: SHUTDOWN_GRACE_MS + 5_000 });
   shutdown.add('logger', () => logger.close());
-  const pools = createOriginPools();
+  const pools = createOriginPools({ logger });
   shutdown.add('origin pools', () => pools.close());
   try {
     await start(root, logger, pools, shutdown);
@@ -301,7 +301,12 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   });
   const adminAddress = parseListen(boot.admin.listen);
   if (!adminAddress) throw new Error(`bad admin.listen ${boot.admin.listen}`);
-  await admin.app.listen({ host: adminAddress.host, port: adminAddress.port });
+  try {
+    await admin.app.listen({ host: adminAddress.host, port: adminAddress.port });
+  } catch (err) {
+    // Worded like the data-plane listeners' failure (listeners.ts), naming the setting.
+    throw new Error(`cannot listen on admin.listen ${boot.admin.listen}: ${(err as Error).message}`);
+  }
   shutdown.add('admin API', () => admin.app.close());
   logger.info({ address: `http://${boot.admin.listen}/api/v1` }, 'admin API listening');
 

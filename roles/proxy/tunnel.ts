@@ -11,7 +11,7 @@ import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { CompiledSite } from './compiled-site.ts';
-import { CONNECT_ERRORS, ORIGIN_RULES, TIMEOUT_ERRORS, endpointsOf, errorCode } from './forward.ts';
+import { ORIGIN_RULES, endpointsOf, errorCode, originFailed } from './forward.ts';
 import { stripResponseHopHeaders } from './hop-headers.ts';
 import { ORIGIN_ERRORS } from './origin-client.ts';
 import { proxyProtocolHeader } from './proxy-protocol.ts';
@@ -100,13 +100,7 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
     clearTimeout(timer);
     client.off('close', onClientGone);
     if (client.destroyed || res.headersSent) return;
-    const code = errorCode(err);
-    if (CONNECT_ERRORS.has(code)) {
-      origin.recordFailure(Date.now());
-      ctx.rule = ORIGIN_RULES.connect;
-    } else {
-      ctx.rule = TIMEOUT_ERRORS.has(code) ? ORIGIN_RULES.timeout : ORIGIN_RULES.error;
-    }
+    ctx.rule = originFailed(origin, errorCode(err));
     sendStatus(ctx, 502);
   });
 

@@ -50,7 +50,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
     challenge: createChallengeTokens({ secret: () => secret, table }),
     mitigation: createMitigation((event) => post({ type: 'mitigation', event }), { table, ticks: false }),
   };
-  const pools = createOriginPools({ table });
+  const pools = createOriginPools({ table, logger });
   // Building a generation logs nothing here: the main thread built it first and said it all.
   const quiet = logger.child({}, { level: 'silent' }) as Logger;
   const build = (s: ConfigSnapshot, previous: Generation | undefined): Generation => {

@@ -73,7 +73,7 @@ test('421 for unknown hosts and IPv6 literals; 503 for disabled sites; disabled 
 
 test('a hostname claimed twice: the first file in sorted order serves it and the skip is logged', async () => {
   assert.equal(servedBy(await get('dup.example')), port('first'));
-  assert.match(proxy.output(), /"hostname":"dup.example","kept":"first".*"skipped":"second".*hostname claimed by two enabled sites/);
+  assert.match(proxy.output(), /"host":"dup.example","kept":"first".*"dropped_from":"second".*hostname claimed by two enabled sites/);
 });
 
 test('HTTP/1.0 without Host gets 421; an absolute-form target routes by its authority', async () => {
@@ -181,12 +181,14 @@ test('origin down: 502 (origin.connect), then fast 502s during the backoff, then
   assert.equal(second.status, 502);
   const events = (await api(root, 'GET', '/events/recent?site=down&limit=2')).body.data.events as { rule: string; status: number }[];
   assert.deepEqual(events.map((e) => e.rule).sort(), ['origin.backoff', 'origin.connect']);
+  assert.match(proxy.output(), /"origin":"http:\/\/127\.0\.0\.1:\d+","error":"ECONNREFUSED".*origin unreachable/, 'the failure is logged');
   const up = await startOrigin(downPort);
   try {
     await until('the origin is served again after the backoff', async () => (await get('down.example', '/y')).status === 200, 8_000);
   } finally {
     await up.close();
   }
+  await until('the recovery is logged', () => /origin reachable again/.test(proxy.output()));
 });
 
 test('every request leaves an event with site, client IP, status, bytes, duration and rule', async () => {
