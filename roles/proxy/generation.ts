@@ -69,8 +69,9 @@ export function buildGeneration(input: BuildInput): Generation {
   const { route, conflicts } = createHostRouter(sites);
   for (const c of conflicts) {
     input.logger.warn(
-      { hostname: c.hostname, kept: c.winner.id, kept_file: c.winner.file, skipped: c.loser.id, skipped_file: c.loser.file },
-      'hostname claimed by two enabled sites: the first file in sorted order keeps it',
+      // `host`: the log line's own `hostname` is the machine's.
+      { host: c.hostname, kept: c.winner.id, kept_file: c.winner.file, dropped_from: c.loser.id, dropped_from_file: c.loser.file },
+      'hostname claimed by two enabled sites: the first file in sorted order keeps it; the other site serves its other names',
     );
   }
   input.logger.debug({ generation: input.number, sites: sites.map((s) => ({ id: s.id, enabled: s.enabled, hostnames: s.hostnames, tls: s.secureContext !== undefined })) }, 'routing table');
