@@ -25,7 +25,7 @@ export interface Ban {
 }
 
 export interface BanList {
-  /** The ban that blocks `ip` on `site` right now (a site ban before a global one), or undefined. */
+  /** The ban that blocks `ip` on `site` right now (of a site ban and a global one, the one ending last), or undefined. */
   active(site: string, ip: string, now?: number): Ban | undefined;
   /**
    * Bans after a rate-limit offence: `baseSecs`, doubled per earlier ban of the IP on the site
@@ -89,7 +89,12 @@ export function createBanList(table: SharedTable = SharedTable.create()): BanLis
     active(site, ip, now = wallNow()) {
       // No ban made so far lasts until now: nothing to look up (the common case).
       if (now >= table.banHorizon) return undefined;
-      return locked(() => current(key(site, ip), now) ?? current(key(null, ip), now));
+      return locked(() => {
+        // A site ban and an every-site ban at once: the one that ends last is the one in force.
+        const own = current(key(site, ip), now);
+        const all = current(key(null, ip), now);
+        return own === undefined || (all !== undefined && all.until > own.until) ? all : own;
+      });
     },
     banOffender(site, ip, baseSecs, now = wallNow()) {
       return locked(() => {

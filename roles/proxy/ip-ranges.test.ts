@@ -72,7 +72,7 @@ test('diagnostic: lookup cost with 10 and 100,000 entries (sorted ranges vs Bloc
   t.diagnostic(lines.join(' | '));
 });
 
-test('bans: site before global, expiry, doubling for repeat offenders capped at 24 h, removal', () => {
+test('bans: a site ban or the global one, whichever ends last; expiry, doubling for repeat offenders capped at 24 h, removal', () => {
   const bans = createBanList();
   const t0 = 1_000_000;
   const b1 = bans.banOffender('s', '192.0.2.1', 600, t0);
@@ -89,6 +89,11 @@ test('bans: site before global, expiry, doubling for repeat offenders capped at 
   assert.equal(fresh.until - fresh.since, 600_000, 'a day without bans forgets the strikes');
   bans.add('192.0.2.9', null, 60, 'admin', t0);
   assert.equal(bans.active('any-site', '192.0.2.9', t0 + 1)?.site, null);
+  // Both a site ban and an every-site ban: the later end is the one in force (and Retry-After).
+  bans.add('192.0.2.9', 'any-site', 30, 'admin', t0);
+  assert.equal(bans.active('any-site', '192.0.2.9', t0 + 1)?.site, null);
+  bans.add('192.0.2.9', 'any-site', 90, 'admin', t0);
+  assert.equal(bans.active('any-site', '192.0.2.9', t0 + 1)?.site, 'any-site');
   assert.equal(bans.remove('192.0.2.9'), 0, 'the ban above had expired by Date.now()');
   bans.add('192.0.2.9', null, 60, 'admin');
   assert.equal(bans.list().length, 1);
