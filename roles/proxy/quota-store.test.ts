@@ -36,6 +36,21 @@ test('counters persist, quota_exceeded fires once per window, a new window start
   b.close();
 });
 
+test('a reset day moved back keeps the count (the new window holds the old); moved ahead it starts over', () => {
+  const store = openQuotaStore({ dataDir: join(mkdtempSync(join(tmpdir(), 'hk-quota-')), 'data'), onExceeded: () => undefined, onWriteError: () => undefined });
+  const today = new Date('2026-11-26T12:00:00Z');
+  const limit = { monthly_quota_bytes: 1000, quota_reset_day: 1 };
+  store.add('s', limit, 1200, today);
+  assert.equal(store.isOver('s', limit, today), true);
+  const back = { ...limit, quota_reset_day: 27 };
+  assert.equal(store.isOver('s', back, today), true, 'window 2026-10-27 holds every byte counted since 2026-11-01');
+  assert.deepEqual(store.usage('s', back, today), { window_start: '2026-10-27', bytes: 1200, limit: 1000, exceeded: true });
+  const ahead = { ...limit, quota_reset_day: 26 };
+  assert.equal(store.isOver('s', ahead, today), false, 'window 2026-11-26 is a new one');
+  assert.equal(store.usage('s', ahead, today).bytes, 0);
+  store.close();
+});
+
 test('a damaged counter file refuses to open instead of resetting every quota', () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-quota-'));
   writeFileSync(join(dir, 'quota.json'), '{"version":1,"sites":{"s":');

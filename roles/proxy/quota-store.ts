@@ -5,7 +5,8 @@
  * (temporary file, fsync, rename) at most once a second while they change, and on shutdown:
  * after a crash at most the last second of bytes is missing, and nothing is ever counted twice,
  * since a restart reads the totals instead of replaying anything. A window starts at 00:00 UTC on
- * `quota_reset_day` (null = 1); the first count or check in a new window starts from zero.
+ * `quota_reset_day` (null = 1); the first count or check in a new window starts from zero, unless
+ * a changed reset day makes the current window start before the counted one, which it then holds.
  */
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
@@ -140,11 +141,16 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
     const at = table.find(PREFIX, 0, true, siteId);
     if (at === -1) return -1;
     const v = table.values;
-    if (v[at + WINDOW] !== window) {
+    const counted = v[at + WINDOW] as number;
+    if (counted !== window) {
       if (!table.created) table.markDirty();
       v[at + WINDOW] = window;
-      v[at + BYTES] = 0;
-      v[at + NOTIFIED] = 0;
+      // A window that starts before the counted one holds it (quota_reset_day moved back): its
+      // bytes count on. A later one is a new window from zero.
+      if (table.created || counted < window) {
+        v[at + BYTES] = 0;
+        v[at + NOTIFIED] = 0;
+      }
     }
     return at;
   }
