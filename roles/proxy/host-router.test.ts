@@ -53,3 +53,14 @@ test('duplicate claims: the earlier site keeps the name, each conflict reported 
     ['*.wild.example', 'first', 'second'],
   ]);
 });
+
+test('names no request can match are reported, not claimed: IPv6 literals, a bare or misplaced *', () => {
+  const odd = site('odd', ['[::1]', '::1', '*', 'a.*.example', '*x.example', '*.*.example', 'ok.example', '*.fine.example']);
+  const { route, unroutable } = createHostRouter([odd]);
+  assert.deepEqual(
+    unroutable.map((u) => u.hostname),
+    ['[::1]', '::1', '*', 'a.*.example', '*x.example', '*.*.example'],
+  );
+  assert.equal(route('ok.example'), odd);
+  assert.equal(route('a.fine.example'), odd);
+});

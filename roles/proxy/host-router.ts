@@ -53,10 +53,19 @@ interface Table<S> {
   wildcard: Map<string, S>;
 }
 
-function claim<S extends RoutableSite>(table: Table<S>, site: S, conflicts: RouteConflict[]): void {
+/** A configured name no request can ever match (an IPv6 literal, a misplaced `*`), for the log. */
+export interface UnroutableName {
+  hostname: string;
+  site: RoutableSite;
+}
+
+function claim<S extends RoutableSite>(table: Table<S>, site: S, conflicts: RouteConflict[], unroutable: UnroutableName[]): void {
   for (const written of site.hostnames) {
     const name = normalizeName(written);
-    if (name === undefined) continue;
+    if (name === undefined) {
+      unroutable.push({ hostname: written, site });
+      continue;
+    }
     const map = name.startsWith('*.') ? table.wildcard : table.exact;
     const key = name.startsWith('*.') ? name.slice(1) : name;
     const owner = map.get(key);
@@ -67,11 +76,11 @@ function claim<S extends RoutableSite>(table: Table<S>, site: S, conflicts: Rout
 
 /** A configured hostname in lookup form (`*.` kept); undefined when it can never match. */
 export function normalizeName(written: string): string | undefined {
-  if (written.startsWith('*.')) {
-    const rest = normalizeHost(written.slice(2));
-    return rest === undefined ? undefined : `*.${rest}`;
-  }
-  return normalizeHost(written);
+  const wildcard = written.startsWith('*.');
+  const rest = normalizeHost(wildcard ? written.slice(2) : written);
+  // `*` only stands for labels as the first one: `*`, `a.*.b` or `*x.b` are no Host anyone sends.
+  if (rest === undefined || rest.includes('*')) return undefined;
+  return wildcard ? `*.${rest}` : rest;
 }
 
 function lookup<S>(table: Table<S>, host: string): S | undefined {
@@ -91,13 +100,15 @@ function lookup<S>(table: Table<S>, host: string): S | undefined {
  * sorted file order (that order breaks ties). Conflicts among enabled sites are returned for the
  * caller to log; the returned closure does two map lookups per label at most.
  */
-export function createHostRouter<S extends RoutableSite>(sites: readonly S[]): { route: HostRouter<S>; conflicts: RouteConflict[] } {
+export function createHostRouter<S extends RoutableSite>(sites: readonly S[]): { route: HostRouter<S>; conflicts: RouteConflict[]; unroutable: UnroutableName[] } {
   const enabled: Table<S> = { exact: new Map(), wildcard: new Map() };
   const disabled: Table<S> = { exact: new Map(), wildcard: new Map() };
   const conflicts: RouteConflict[] = [];
-  for (const site of sites) claim(site.enabled ? enabled : disabled, site, site.enabled ? conflicts : []);
+  const unroutable: UnroutableName[] = [];
+  for (const site of sites) claim(site.enabled ? enabled : disabled, site, site.enabled ? conflicts : [], unroutable);
   return {
     conflicts,
+    unroutable,
     route: function routeHost(raw) {
       const host = normalizeHost(raw);
       if (host === undefined) return undefined;
