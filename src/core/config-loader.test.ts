@@ -79,6 +79,23 @@ test('a key written with no value (YAML null) takes its default', () => {
   assert.throws(() => loadConfigText('list:\n  - url:\n', 'x.yaml', spec), /\/list\/0\/url/, 'a required field without a default stays required');
 });
 
+test('a value outside a oneOf/anyOf gets one problem naming the forms; a wrong type only the type problem', () => {
+  const unionSchema = { type: 'object', properties: { id: { type: 'string', default: '', anyOf: [{ const: '' }, { pattern: '^[a-z]{1,8}$' }] } } };
+  const unionValidate = new Ajv2020Module.default({ allErrors: true, useDefaults: true, strict: true }).compile(unionSchema) as unknown as SchemaValidator<{ id: string }>;
+  const unionSpec: ConfigSpec<{ id: string }> = { validate: unionValidate, schema: unionSchema as SchemaNode };
+  const problems = (text: string): string[] => {
+    try {
+      loadConfigText(text, 'u.yaml', unionSpec);
+      return [];
+    } catch (err) {
+      return (err as ConfigError).problems.map((p) => `${p.path}: ${p.message}`);
+    }
+  };
+  assert.deepEqual(problems('id: "Not OK"\n'), ['/id: must be "" or match ^[a-z]{1,8}$']);
+  assert.deepEqual(problems('id: 5\n'), ['/id: must be string']);
+  assert.deepEqual(problems('id: ok\n'), []);
+});
+
 test('unknown keys are ignored with a warning naming them', () => {
   const { config, warnings } = loadConfigText('nmae: typo\nnested: {prot: 1}\n', 'x.yaml', spec);
   assert.equal(config.name, 'x');

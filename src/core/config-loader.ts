@@ -180,16 +180,44 @@ function takesDefault(schema: SchemaNode): boolean {
 
 const DURATION_PATTERN = '^[0-9]+(ms|s|m|h|d)$';
 
-/** Turns Ajv errors into problems with readable messages; one problem per failed oneOf/anyOf. */
-function schemaProblems(errors: readonly AjvErrorLike[], _schema: SchemaNode): ConfigProblem[] {
+/**
+ * Turns Ajv errors into problems with readable messages; one problem per failed oneOf/anyOf,
+ * naming its forms, and none for a value whose type is already wrong.
+ */
+function schemaProblems(errors: readonly AjvErrorLike[], schema: SchemaNode): ConfigProblem[] {
   const unions = errors.filter((e) => e.keyword === 'oneOf' || e.keyword === 'anyOf');
+  const insideUnion = (e: AjvErrorLike): boolean => unions.some((u) => u !== e && e.schemaPath.startsWith(u.schemaPath.replace(/\/(oneOf|anyOf)$/, '/$1/')));
+  // The field's own type is wrong (not one branch's): that says it, the forms would only repeat it.
+  const wrongType = new Set(errors.filter((e) => e.keyword === 'type' && !insideUnion(e)).map((e) => e.instancePath));
   const out: ConfigProblem[] = [];
   for (const e of errors) {
-    const insideUnion = unions.some((u) => u !== e && e.schemaPath.startsWith(u.schemaPath.replace(/\/(oneOf|anyOf)$/, '/$1/')));
-    if (insideUnion) continue;
-    out.push({ path: e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath, message: describe(e) });
+    if (insideUnion(e) || (unions.includes(e) && wrongType.has(e.instancePath))) continue;
+    const message = unions.includes(e) ? describeUnion(schemaAt(schema, e.schemaPath)) : describe(e);
+    out.push({ path: e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath, message });
   }
   return out;
+}
+
+/** The schema node an Ajv schemaPath (`#/properties/id/anyOf`) points at. */
+function schemaAt(schema: SchemaNode, schemaPath: string): unknown {
+  let node: unknown = schema;
+  for (const part of schemaPath.replace(/^#\/?/, '').split('/')) {
+    if (part === '' || node === null || typeof node !== 'object') break;
+    node = (node as Record<string, unknown>)[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+  }
+  return node;
+}
+
+/** `must be "" or match ^[a-z]+$`: each form of a oneOf/anyOf, as far as it can be said briefly. */
+function describeUnion(branches: unknown): string {
+  if (!Array.isArray(branches)) return 'does not match any of the allowed forms';
+  const forms = (branches as SchemaNode[]).map((b) => {
+    if ('const' in b) return `be ${JSON.stringify(b['const'])}`;
+    if (b.pattern !== undefined) return b.pattern === DURATION_PATTERN ? 'be a duration such as 5s, 1m or 1h' : `match ${b.pattern}`;
+    if (b.enum !== undefined) return `be one of ${b.enum.map((v) => JSON.stringify(v)).join(', ')}`;
+    return b.type === undefined ? undefined : `be ${[b.type].flat().join(' or ')}`;
+  });
+  return forms.includes(undefined) ? 'does not match any of the allowed forms' : `must ${forms.join(' or ')}`;
 }
 
 function describe(e: AjvErrorLike): string {
@@ -219,9 +247,6 @@ function describe(e: AjvErrorLike): string {
       return `must have at least ${String(p['limit'])} item${p['limit'] === 1 ? '' : 's'}`;
     case 'maxItems':
       return `must have at most ${String(p['limit'])} items`;
-    case 'oneOf':
-    case 'anyOf':
-      return 'does not match any of the allowed forms';
     case 'additionalProperties':
       return `unknown field ${JSON.stringify(p['additionalProperty'])}`;
     default:
