@@ -1,9 +1,11 @@
 /**
  * The admin API (spec/3 §4.1, §5) on `admin.listen` under /api/v1, documented in
- * docs/proxy-admin-api.md. Order of checks on every request: Host allow-list (403
- * ERR_HOST_NOT_ALLOWED), bearer token (401), role (403 ERR_FORBIDDEN); readonly may GET, operator
- * may also manage sites and reload, admin may also replace the global config.
+ * docs/proxy-admin-api.md. Order of checks on every request: config.yaml re-read if it changed,
+ * Host allow-list (403 ERR_HOST_NOT_ALLOWED), bearer token (401), role (403 ERR_FORBIDDEN);
+ * readonly may GET, operator may also manage sites and reload, admin may also replace the global
+ * config. Bodies are JSON only: any other Content-Type is 415.
  */
+import type { Server } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { AppError } from '../../src/core/app-error.ts';
@@ -12,6 +14,8 @@ import { createApiServer, type ApiServer } from '../../src/lib/http-api.ts';
 import type { Ban, BanList } from './ban-list.ts';
 import { isIP } from 'node:net';
 import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
+import { globalFileOf } from './config.ts';
+import { signatureOf } from './config-state.ts';
 import { ConflictError, ValidationError, type ConfigWriter } from './config-writer.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
 import type { ConnectionSlots } from './connection-slots.ts';
@@ -78,6 +82,28 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
   const api = createApiServer({ codeOnSuccess: false, version: SERVICE_VERSION, logger });
   const { app } = api;
   const startedAt = Date.now();
+  // Node answers an HTTP/1.1 request without Host with a bare 400 itself; the allow-list below
+  // answers it instead, with the envelope (read by node for each request).
+  (app.server as Server & { requireHostHeader: boolean }).requireHostHeader = false;
+  // Fastify's own text/plain parser would hand the route a string: JSON only, the rest is 415.
+  app.removeContentTypeParser('text/plain');
+
+  // Spec/3 §2.2: tokens and the allow-list come from the live config. The file watcher applies an
+  // edit of config.yaml after its debounce (or at its next periodic check); a request that finds
+  // the file changed since the last look reloads first, so the edit applies to that request. A
+  // file with problems keeps the last good config, tokens included (spec/3 §2.1).
+  const globalFile = globalFileOf(runtime.state.root);
+  let globalSeen = signatureOf(globalFile);
+  app.addHook('onRequest', async () => {
+    const signature = signatureOf(globalFile);
+    if (signature === globalSeen) return;
+    globalSeen = signature;
+    try {
+      runtime.reload({ force: false, reason: 'config.yaml changed (admin API request)' });
+    } catch (err) {
+      logger.error({ err }, 'reload failed: the current configuration keeps serving');
+    }
+  });
 
   // Reads see every request answered so far; a change is answered once the workers serve it.
   app.addHook('preHandler', sync);

@@ -4,6 +4,7 @@
  * config on every request, so a rotation applies to the next request.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isIP } from 'node:net';
 import type { ProxyGlobalConfig } from '../../src/contracts/types.ts';
 
 export type AdminRole = 'admin' | 'operator' | 'readonly';
@@ -16,7 +17,10 @@ export function roleAllows(role: AdminRole, needed: AdminRole): boolean {
 }
 
 export interface AdminAuth {
-  /** The allow-list check: true when the list is empty or holds the Host (with or without its port). */
+  /**
+   * The allow-list check: true when the list is empty or holds the Host (with or without its
+   * port; an IPv6 Host also without its brackets). A missing Host is not in any list.
+   */
   hostAllowed(host: string | undefined): boolean;
   /** The token's name and role, or undefined for a missing or unknown bearer token. */
   authenticate(authorization: string | undefined): { name: string; role: AdminRole } | undefined;
@@ -37,9 +41,12 @@ export function createAdminAuth(global: () => Readonly<ProxyGlobalConfig>): Admi
       if (host === undefined) return false;
       const h = host.trim().toLowerCase();
       const bare = h.startsWith('[') ? h.slice(0, h.indexOf(']') + 1) : h.replace(/:[0-9]*$/, '');
+      // Clients bracket an IPv6 Host (`[::1]:9090`); the entry may name the address bare (`::1`).
+      const inner = bare.slice(1, -1);
+      const address = bare.startsWith('[') && isIP(inner) === 6 ? inner : undefined;
       return allowed.some((a) => {
         const entry = a.trim().toLowerCase();
-        return entry === h || entry === bare;
+        return entry === h || entry === bare || entry === address;
       });
     },
     authenticate(authorization) {

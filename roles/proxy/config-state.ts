@@ -44,7 +44,8 @@ export interface ConfigState {
   pendingRestart(): string[];
 }
 
-function signatureOf(file: string): string | undefined {
+/** A file's inode, size and mtime: what tells an edit (or a replacement) of it; undefined when it cannot be read. */
+export function signatureOf(file: string): string | undefined {
   try {
     const s = statSync(file);
     return `${s.ino}:${s.size}:${s.mtimeMs}`;

@@ -2,15 +2,17 @@
  * The admin API (spec/3 §4.1, §5; docs/proxy-admin-api.md) against the proxy started as
  * `osproxy --root DIR`: the Host allow-list before tokens, the three roles on every endpoint,
  * token rotation applying to the next request, PUT /global, site CRUD writing the files (comments
- * kept) with the 409 conflict naming the other site, validation errors with every problem, and a
- * graceful SIGTERM that lets an in-flight request finish.
+ * kept) with the 409 conflict naming the other site, validation errors with every problem, JSON
+ * bodies only, an admin.listen in use refusing the start, and a graceful SIGTERM that lets an
+ * in-flight request finish.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { startHostkit, type Daemon } from '../hostkit-process.ts';
+import { runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
 import {
   ADMIN_TOKEN,
   OPERATOR_TOKEN,
@@ -39,8 +41,8 @@ before(async () => {
     },
   });
   const file = join(root.dir, 'config.yaml');
-  // allow_hosts: the loopback address (any port) and one name; a comment to keep through PUT /global.
-  writeFileSync(file, `# global config, edited by hand\n${readFileSync(file, 'utf8').replace(/^admin:\n/m, 'admin:\n  allow_hosts: [127.0.0.1, proxy-admin.internal:9999]\n')}`);
+  // allow_hosts: the loopback addresses (any port) and one name; a comment to keep through PUT /global.
+  writeFileSync(file, `# global config, edited by hand\n${readFileSync(file, 'utf8').replace(/^admin:\n/m, "admin:\n  allow_hosts: [127.0.0.1, '::1', proxy-admin.internal:9999]\n")}`);
   // The spec's own command line: osproxy --root DIR.
   proxy = startHostkit(['--root', root.dir], { name: 'osproxy', linkDir: join(root.dir, 'bin'), env: { RUST_LOG: '' } });
   await proxy.waitFor(/"msg":"osproxy started"/);
@@ -68,6 +70,46 @@ test('GET /health needs no token; the Host allow-list is checked first, for ever
   assert.equal((await api(root, 'GET', '/sites', { host: 'proxy-admin.internal:9999' })).status, 200, 'an entry with a port matches exactly');
   assert.equal((await api(root, 'GET', '/sites', { host: 'proxy-admin.internal' })).status, 403);
   assert.equal((await api(root, 'GET', '/sites', { host: '127.0.0.1:1' })).status, 200, 'an entry without a port matches any port');
+});
+
+test('allow_hosts: a bare IPv6 entry matches the bracketed Host a client sends, with any port', async () => {
+  for (const host of [`[::1]:${root.adminPort}`, '[::1]:1', '[::1]']) {
+    assert.equal((await api(root, 'GET', '/sites', { host })).status, 200, host);
+  }
+  for (const host of [`[::2]:${root.adminPort}`, '[::1', `[0::1::]:${root.adminPort}`]) {
+    const r = await api(root, 'GET', '/sites', { host });
+    assert.deepEqual([r.status, r.body.meta.code], [403, 'ERR_HOST_NOT_ALLOWED'], host);
+  }
+});
+
+/** One request written as raw bytes, for what the HTTP client cannot send (no Host header); resolves with the status and the body. */
+function rawRequest(port: number, head: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(head));
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString();
+      resolve({ status: Number(/^HTTP\/1\.1 ([0-9]{3}) /.exec(text)?.[1] ?? 0), text: text.slice(text.indexOf('\r\n\r\n') + 4) });
+    });
+  });
+}
+
+test('an HTTP/1.1 request without Host gets the envelope: 403 ERR_HOST_NOT_ALLOWED under an allow-list, served without one', async () => {
+  const noHost = 'GET /api/v1/health HTTP/1.1\r\nConnection: close\r\n\r\n';
+  const refused = await rawRequest(root.adminPort, noHost);
+  assert.equal(refused.status, 403, refused.text);
+  assert.equal(JSON.parse(refused.text).meta.code, 'ERR_HOST_NOT_ALLOWED');
+  const saved = currentGlobal();
+  const open = structuredClone(saved);
+  (open['admin'] as { allow_hosts: string[] }).allow_hosts = [];
+  assert.equal((await api(root, 'PUT', '/global', { body: open })).status, 200);
+  const served = await rawRequest(root.adminPort, noHost);
+  assert.equal(served.status, 200, served.text);
+  assert.equal(JSON.parse(served.text).data.status, 'ok');
+  assert.equal((await api(root, 'PUT', '/global', { body: saved })).status, 200);
+  assert.equal((await rawRequest(root.adminPort, noHost)).status, 403);
 });
 
 test('tokens: missing or unknown is 401 with WWW-Authenticate', async () => {
@@ -131,6 +173,29 @@ test('PUT /global: validated by the loader, written with comments kept, tokens r
   const moved = await api(root, 'PUT', '/global', { body: { ...currentGlobal(), listen_http: ['127.0.0.1:1'] } });
   assert.deepEqual(moved.body.data.restart_required, ['listen_http']);
   await api(root, 'PUT', '/global', { body: { ...currentGlobal(), listen_http: [`127.0.0.1:${root.httpPort}`] } });
+});
+
+test('an edit of config.yaml applies to the next request; an edit with problems leaves the previous tokens in force', async () => {
+  const file = join(root.dir, 'config.yaml');
+  const text = readFileSync(file, 'utf8');
+  assert.match(text, /^log_level: debug$/m);
+  const edited = 'edited-operator-token-0123456';
+  writeFileSync(file, text.replace(OPERATOR_TOKEN, edited));
+  // No waiting for the file watcher: the request itself finds the file changed.
+  assert.equal((await api(root, 'GET', '/sites', { token: edited })).status, 200);
+  assert.equal((await api(root, 'GET', '/sites', { token: OPERATOR_TOKEN })).status, 401);
+
+  const broken = 'broken-operator-token-0123456789';
+  writeFileSync(file, text.replace(OPERATOR_TOKEN, broken).replace(/^log_level: debug$/m, 'log_level: loud'));
+  assert.equal((await api(root, 'GET', '/sites', { token: broken })).status, 401, 'a file with problems applies nothing');
+  const list = await api(root, 'GET', '/sites', { token: edited });
+  assert.equal(list.status, 200, 'the last good tokens keep serving');
+  assert.deepEqual(list.body.data.broken.map((b: { file: string }) => b.file), [file]);
+
+  writeFileSync(file, text);
+  const back = await api(root, 'GET', '/sites', { token: OPERATOR_TOKEN });
+  assert.equal(back.status, 200);
+  assert.deepEqual(back.body.data.broken, []);
 });
 
 test('site CRUD writes the files and applies at once', async () => {
@@ -212,6 +277,25 @@ test('bad bodies: every validation problem at once, malformed JSON, not an objec
   assert.deepEqual([unknown.status, unknown.body.meta.code], [404, 'ERR_NOT_FOUND']);
 });
 
+test('a body that is not application/json is 415 ERR_BAD_REQUEST, text/plain included; nothing changes', async () => {
+  const calls: [string, string, string][] = [
+    ['POST', '/api/v1/sites', JSON.stringify({ id: 'plain', hostnames: ['plain.test'], origin: { url: origin.url } })],
+    ['PUT', '/api/v1/global', JSON.stringify({ ...currentGlobal(), log_level: 'warn' })],
+    ['POST', '/api/v1/bans', JSON.stringify({ ip: '192.0.2.99', duration_secs: 60 })],
+  ];
+  for (const [method, path, body] of calls) {
+    for (const type of ['text/plain', 'text/plain; charset=utf-8', 'application/x-www-form-urlencoded', 'application/vnd.api+json']) {
+      const r = await request({ port: root.adminPort, method, path, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': type }, body });
+      assert.equal(r.status, 415, `${method} ${path} as ${type}: ${r.text}`);
+      const answer = JSON.parse(r.text) as { success: boolean; data: unknown; meta: { code: string } };
+      assert.deepEqual([answer.success, answer.data, answer.meta.code], [false, null, 'ERR_BAD_REQUEST']);
+    }
+  }
+  assert.equal(existsSync(join(root.sitesDir, 'plain.yaml')), false);
+  assert.match(readFileSync(join(root.dir, 'config.yaml'), 'utf8'), /^log_level: debug$/m);
+  assert.ok(!(await api(root, 'GET', '/bans')).body.data.bans.some((b: { ip: string }) => b.ip === '192.0.2.99'));
+});
+
 test('POST /reload re-reads the files and reports the new generation', async () => {
   const first = await api(root, 'POST', '/reload');
   const second = await api(root, 'POST', '/reload');
@@ -223,6 +307,20 @@ test('GET /events/recent: newest first, per site, bounded by limit', async () =>
   for (let i = 0; i < 5; i++) await request({ port: root.httpPort, host: 'a.main.test', path: `/e/${i}` });
   const r = await api(root, 'GET', '/events/recent?site=main&limit=3');
   assert.deepEqual(r.body.data.events.map((e: { path: string }) => e.path), ['/e/4', '/e/3', '/e/2']);
+});
+
+test('admin.listen in use: the start fails naming admin.listen, exit 1, no stack trace', async () => {
+  const other = await makeRoot();
+  const holder = createServer();
+  await new Promise<void>((r) => holder.listen(other.adminPort, '127.0.0.1', r));
+  try {
+    const r = runHostkit(['proxy', '--root', other.dir], { env: { RUST_LOG: '' } });
+    assert.equal(r.code, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`^error: cannot listen on admin\\.listen 127\\.0\\.0\\.1:${other.adminPort}: .*EADDRINUSE`, 'm'));
+    assert.doesNotMatch(r.stderr, /^\s+at /m);
+  } finally {
+    await new Promise((r) => holder.close(r));
+  }
 });
 
 test('SIGTERM: no new connections, the in-flight request finishes, exit 0', async () => {
