@@ -130,7 +130,8 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
     createSite(body) {
       const value = withHeaderTargets(plainObject(body, 'a site'));
       const ids = new Set(served().map((s) => s.config.id));
-      const given = typeof value['id'] === 'string' ? value['id'] : '';
+      const raw = value['id'];
+      const given = typeof raw === 'string' ? raw : '';
       if (given !== '' && ids.has(given)) throw new ConflictError(`site id ${given} already exists`, findSite(given));
       const hostnames = Array.isArray(value['hostnames']) ? value['hostnames'] : [];
       const first = typeof hostnames[0] === 'string' ? hostnames[0].replace(/^\*\./, '') : 'site';
@@ -139,8 +140,9 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
       for (let n = 2; existsSync(join(state.sitesDir, `${name}.yaml`)); n++) name = `${id}-${n}`;
       const file = join(state.sitesDir, `${name}.yaml`);
       const { id: _given, ...rest } = value;
-      // id first, as an operator would write it.
-      const text = yamlText({ id, ...rest }, [headerTag]);
+      // id first, as an operator would write it; an id that is no string (`5`) stays as sent, so
+      // the loader names the problem instead of an id being made up.
+      const text = yamlText({ id: raw === undefined || raw === null || typeof raw === 'string' ? id : raw, ...rest }, [headerTag]);
       const config = validated(() => loadConfigText<ProxySiteConfig>(text, file, siteSpec));
       checkHostnames(config, undefined);
       write(file, text);

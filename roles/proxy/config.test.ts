@@ -54,3 +54,11 @@ test('a TLS site whose files are there but make no certificate is a problem of i
   assert.deepEqual(files.sites, []);
   assert.match(files.errors[0]?.message ?? '', /\/tls\/cert_path: cannot use this certificate and key: .*PEM/);
 });
+
+test('the site id "-" is reserved for the requests no site matched', () => {
+  const root = mkdtempSync(join(tmpdir(), 'hk-proxy-cfg-'));
+  mkdirSync(join(root, 'sites.d'));
+  writeFileSync(join(root, 'config.yaml'), 'admin:\n  tokens:\n    - {name: ops, token: 0123456789abcdef0123}\n');
+  writeFileSync(join(root, 'sites.d', 'dash.yaml'), 'id: "-"\nhostnames: [d.example]\norigin: {url: "http://127.0.0.1:3000"}\n');
+  assert.match(loadProxyFiles(root).errors[0]?.message ?? '', /\/id: is reserved/);
+});

@@ -101,6 +101,8 @@ export function patternProblem(pattern: string): string | undefined {
 /** Site checks; `root` resolves relative certificate paths. */
 function siteChecks(root: string) {
   return (config: ProxySiteConfig, problems: ConfigProblem[]): void => {
+    // Events, stats and metrics file the requests no site matched under `-`.
+    if (at(config, '/id') === '-') problems.push({ path: '/id', message: 'is reserved: "-" stands for the requests no site matched' });
     const origin = at(config, '/origin/url');
     if (typeof origin === 'string' && origin !== '') {
       const why = originUrlProblem(origin);

@@ -266,6 +266,11 @@ test('bad bodies: every validation problem at once, malformed JSON, not an objec
   assert.equal(invalid.body.meta.code, 'ERR_VALIDATION');
   const paths = invalid.body.data.problems.map((p: { path: string }) => p.path);
   for (const p of ['/id', '/hostnames', '/origin/url', '/tls/cert_path', '/tls/key_path']) assert.ok(paths.includes(p), `${p} in ${paths}`);
+  for (const id of [5, '-']) {
+    const refused = await api(root, 'POST', '/sites', { body: { id, hostnames: ['numbered.test'], origin: { url: origin.url } } });
+    assert.equal(refused.status, 400, `id ${JSON.stringify(id)} is refused, not replaced`);
+    assert.deepEqual(refused.body.data.problems.map((p: { path: string }) => p.path), ['/id']);
+  }
   const malformed = await request({ port: root.adminPort, method: 'POST', path: '/api/v1/sites', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{"hostnames": [' });
   assert.equal(malformed.status, 400);
   assert.equal(JSON.parse(malformed.text).meta.code, 'ERR_BAD_REQUEST');
