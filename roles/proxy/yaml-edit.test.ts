@@ -1,7 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { chmodSync, lstatSync, mkdtempSync, readFileSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parse } from 'yaml';
-import { patchYamlText, setYamlId } from './yaml-edit.ts';
+import { patchYamlText, setYamlId, writeFileAtomic } from './yaml-edit.ts';
 
 const TEXT = `# Site header comment
 
@@ -31,4 +34,22 @@ test('patchYamlText changes values in place: comments of kept keys survive, remo
   assert.match(out, /# a timeout note\n  read_timeout_ms: 1000/);
   assert.doesNotMatch(out, /tls/);
   assert.deepEqual(parse(patchYamlText('not: [valid', { a: 1 })), { a: 1 }, 'unparseable text is replaced');
+});
+
+test('writeFileAtomic keeps an existing file mode, writes a new one with the given mode, and writes through a symlink', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-yaml-'));
+  const kept = join(dir, 'kept.yaml');
+  writeFileSync(kept, 'a: 1\n');
+  chmodSync(kept, 0o640);
+  writeFileAtomic(kept, 'a: 2\n');
+  assert.equal(readFileSync(kept, 'utf8'), 'a: 2\n');
+  assert.equal(statSync(kept).mode & 0o777, 0o640);
+  writeFileAtomic(join(dir, 'new.yaml'), 'b: 1\n', 0o600);
+  assert.equal(statSync(join(dir, 'new.yaml')).mode & 0o777, 0o600);
+  const link = join(dir, 'link.yaml');
+  symlinkSync('kept.yaml', link);
+  writeFileAtomic(link, 'a: 3\n');
+  assert.ok(lstatSync(link).isSymbolicLink(), 'the link stays a link');
+  assert.equal(readFileSync(kept, 'utf8'), 'a: 3\n', 'its target got the text');
+  assert.deepEqual(readdirSync(dir).sort(), ['kept.yaml', 'link.yaml', 'new.yaml'], 'no temporary file left');
 });

@@ -5,7 +5,7 @@
  * a file.
  */
 import { randomBytes } from 'node:crypto';
-import { renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { Document, isMap, isScalar, isSeq, parseDocument, type Node, type Tags } from 'yaml';
 
@@ -86,18 +86,23 @@ export function setYamlId(text: string, id: string, customTags: Tags = []): stri
 
 /**
  * Replaces `file` with `text` atomically (same directory, then rename). An existing file keeps
- * its mode (config.yaml holds tokens); a new one gets `mode`.
+ * its mode (config.yaml holds tokens) and owner; a new one gets `mode`. A symlink is written
+ * through: its target changes and the link stays (config management often links site files in).
  */
-export function writeFileAtomic(file: string, text: string, mode = 0o644): void {
-  const tmp = join(dirname(file), `.${basename(file)}.${randomBytes(4).toString('hex')}.tmp`);
-  let keep = mode;
+export function writeFileAtomic(link: string, text: string, mode = 0o644): void {
+  let file = link;
+  let keep: { mode: number; uid: number; gid: number } | undefined;
   try {
-    keep = statSync(file).mode & 0o7777;
+    file = realpathSync(link);
+    const st = statSync(file);
+    keep = { mode: st.mode & 0o7777, uid: st.uid, gid: st.gid };
   } catch {
     // A new file.
   }
+  const tmp = join(dirname(file), `.${basename(file)}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    writeFileSync(tmp, text, { mode: keep });
+    writeFileSync(tmp, text, { mode: keep?.mode ?? mode });
+    if (keep && process.getuid?.() === 0) chownSync(tmp, keep.uid, keep.gid);
     renameSync(tmp, file);
   } catch (err) {
     rmSync(tmp, { force: true });
