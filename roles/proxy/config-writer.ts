@@ -6,6 +6,8 @@
  */
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import { parse } from 'yaml';
 import { AppError, errorMessage } from '../../src/core/app-error.ts';
 import { ConfigError, loadConfigText, type ConfigProblem } from '../../src/core/config-loader.ts';
 import type { ProxySiteConfig } from '../../src/contracts/types.ts';
@@ -14,6 +16,37 @@ import { normalizeName } from './host-router.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
 import { siteIdFrom, uniqueSiteId } from './site-ids.ts';
 import { patchYamlText, writeFileAtomic, yamlText } from './yaml-edit.ts';
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
+}
+
+/** Every default of a config kind: what its validator fills into an empty document. */
+function defaultsOf(validate: (data: unknown) => boolean): Record<string, unknown> {
+  const filled: Record<string, unknown> = {};
+  validate(filled);
+  return filled;
+}
+
+/**
+ * `value` without the keys the file does not write and whose value is the default: a body from
+ * `GET /sites/{id}` (every default filled in) sent back with one change writes that change, not
+ * every default, so the file stays as short as the operator wrote it and later defaults apply.
+ */
+function withoutUnwrittenDefaults(value: Record<string, unknown>, written: unknown, defaults: unknown): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  const file = isPlainObject(written) ? written : {};
+  const given = isPlainObject(defaults) ? defaults : {};
+  for (const [key, v] of Object.entries(value)) {
+    if (key in file) {
+      out[key] = isPlainObject(v) ? withoutUnwrittenDefaults(v, file[key], given[key]) : v;
+    } else if (!isDeepStrictEqual(v, given[key])) {
+      const kept = isPlainObject(v) && isPlainObject(given[key]) ? withoutUnwrittenDefaults(v, undefined, given[key]) : v;
+      if (!isPlainObject(kept) || Object.keys(kept).length > 0) out[key] = kept;
+    }
+  }
+  return out;
+}
 
 /** A validation failure: 400 ERR_VALIDATION with every problem. */
 export class ValidationError extends AppError {
@@ -87,6 +120,16 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
   const { state } = runtime;
   const root = state.root;
   const siteSpec = siteSpecFor(root);
+  const siteDefaults = defaultsOf(siteSpec.validate);
+  const globalDefaults = defaultsOf(proxyGlobalSpec.validate);
+  /** What a file's text holds (null when it does not parse), for withoutUnwrittenDefaults. */
+  const writtenIn = (text: string): unknown => {
+    try {
+      return parse(text, { customTags: [headerTag] }) as unknown;
+    } catch {
+      return null;
+    }
+  };
 
   function served(): readonly ProxySiteFile[] {
     return state.sites();
@@ -161,7 +204,7 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
       } catch {
         // The file went away: write it fresh.
       }
-      const text = patchYamlText(old, { ...value, id }, [headerTag]);
+      const text = patchYamlText(old, withoutUnwrittenDefaults({ ...value, id }, writtenIn(old), siteDefaults), [headerTag]);
       const config = validated(() => loadConfigText<ProxySiteConfig>(text, current.file, siteSpec));
       checkHostnames(config, current.file);
       write(current.file, text);
@@ -186,7 +229,7 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
       } catch {
         // Written fresh.
       }
-      const text = patchYamlText(old, value);
+      const text = patchYamlText(old, withoutUnwrittenDefaults(value, writtenIn(old), globalDefaults));
       validated(() => loadConfigText(text, file, proxyGlobalSpec));
       write(file, text);
       return reload();

@@ -223,6 +223,14 @@ test('site CRUD writes the files and applies at once', async () => {
   assert.equal(replaced.status, 200, JSON.stringify(replaced.body));
   assert.match(readFileSync(file, 'utf8'), /^# hand-written note\n/, 'comments survive a PUT');
   assert.equal((await request({ port: root.httpPort, host: 'crud2.test' })).status, 200);
+  // The GET's defaults went back in the PUT: only what the file wrote, and the change, are in it.
+  const written = parse(readFileSync(file, 'utf8'), { customTags: [{ tag: '!header', resolve: (v: string) => v }] }) as Record<string, unknown>;
+  assert.deepEqual(Object.keys(written).sort(), ['hostnames', 'id', 'origin', 'protection']);
+  assert.deepEqual(written['origin'], { url: origin.url });
+  assert.deepEqual(Object.keys((written['protection'] as Record<string, unknown>)['waf'] as object), ['custom_rules']);
+  const tuned = await api(root, 'PUT', '/sites/crud.test', { body: { ...got.body.data, hostnames: ['crud.test', 'crud2.test'], origin: { ...got.body.data.origin, connect_timeout_ms: 1234 } } });
+  assert.equal(tuned.status, 200, JSON.stringify(tuned.body));
+  assert.match(readFileSync(file, 'utf8'), /connect_timeout_ms: 1234/, 'a value other than the default is written');
 
   const idChange = await api(root, 'PUT', '/sites/crud.test', { body: { ...got.body.data, id: 'other' } });
   assert.equal(idChange.status, 400);
