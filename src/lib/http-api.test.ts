@@ -37,7 +37,7 @@ test('success envelope: node API style has meta.code "", panel style omits it', 
   });
 });
 
-test('errors are envelopes: AppError, unknown route, malformed JSON, oversized body, internal', async () => {
+test('errors are envelopes: AppError, unknown route, malformed JSON, oversized body, internal; an empty JSON body is none', async () => {
   await withServer(true, async (base) => {
     const missing = await fetch(`${base}/missing`);
     assert.equal(missing.status, 404);
@@ -57,6 +57,14 @@ test('errors are envelopes: AppError, unknown route, malformed JSON, oversized b
 
     const fine = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ x: 'y'.repeat(1000) }) });
     assert.equal(fine.status, 200);
+
+    // An empty body labelled JSON is no body; prototype poisoning is still refused.
+    const empty = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' } });
+    assert.equal(empty.status, 200);
+    assert.deepEqual((await json(empty)).data, {});
+    assert.equal((await fetch(`${base}/nope`, { method: 'DELETE', headers: { 'content-type': 'application/json' } })).status, 404);
+    const poisoned = await fetch(`${base}/echo`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"__proto__": {"x": 1}}' });
+    assert.equal(poisoned.status, 400);
 
     const boom = await fetch(`${base}/boom`);
     assert.equal(boom.status, 500);

@@ -38,7 +38,22 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     logger: false,
     return503OnClosing: true,
   });
+  acceptEmptyJson(app);
   return { app, ...installEnvelope(app, opts) };
+}
+
+/**
+ * An empty body labelled `application/json` is no body, not a malformed one: many clients label
+ * every POST and DELETE so, and Laravel (Pterodactyl) reads it as nothing. Any other body goes
+ * to Fastify's own JSON parser, with its guards against prototype poisoning.
+ */
+export function acceptEmptyJson(app: FastifyInstance): void {
+  const parse = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    if ((body as string).trim() === '') done(null, undefined);
+    else parse(req, body as string, done);
+  });
 }
 
 /**

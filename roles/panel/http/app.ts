@@ -6,6 +6,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { AppError, isAppError } from '../../../src/core/app-error.ts';
+import { acceptEmptyJson } from '../../../src/lib/http-api.ts';
 import type { RunningAddon } from '../addons/addon.ts';
 import type { PanelContext } from '../context.ts';
 import { registerWebRoutes, renderErrorPage } from '../web/index.ts';
@@ -30,6 +31,7 @@ function normalize(err: Error & { code?: string; statusCode?: number }): unknown
 /** Builds the app with every route registered (the addons' too); the caller listens and closes it. */
 export async function createPanelApp(ctx: PanelContext, addons: readonly RunningAddon[] = []): Promise<FastifyInstance> {
   const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true });
+  acceptEmptyJson(app);
   app.setErrorHandler((raw: Error & { code?: string; statusCode?: number }, req, reply) => {
     const err = normalize(raw);
     if (!isAppError(err)) ctx.logger.error({ err: raw, url: req.url, method: req.method }, 'request failed');
