@@ -4,7 +4,7 @@ import { loadPanelConfig, DEFAULT_CONFIG_PATH } from './config.ts';
 import type * as PanelCli from './cli.ts';
 import type { KeyCreateOptions, NodeCreateOptions, UserCreateOptions } from './cli.ts';
 
-const CONFIG_HELP = `config file (default ${DEFAULT_CONFIG_PATH})`;
+const CONFIG_HELP = 'config file';
 
 // The panel's code (web stack, mail, addons) loads only when a panel command runs, so the other
 // roles of the executable do not carry it in memory.
@@ -13,7 +13,7 @@ const commands = (): Promise<typeof PanelCli> => import('./cli.ts');
 /** `hostkit panel`: the hosting panel and its addons. */
 export const panelRole: RoleDefinition = {
   name: 'panel',
-  summary: 'hosting panel: users, nodes, servers, API keys, bandwidth, trash bin, operations, firewall alerts',
+  summary: 'hosting panel: users, nodes, servers, API keys, bandwidth addon',
   register(cmd) {
     subcommand(cmd, 'serve', 'run the panel: admin web pages, client and application APIs')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
