@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { accountServer, activeCombos, counterDelta, desiredSpeeds, newServerState, unthrottle, type Limits, type ServerState } from './accounting.ts';
 import { GIB } from '../../src/lib/units.ts';
-import { LIMIT_DEFAULTS } from './limits.ts';
+import { LIMIT_DEFAULTS, MAX_SPEED_MBPS, normalizeEntry } from './limits.ts';
 
 const UUID = '0b1c2d3e-4f50-4617-8899-aabbccddeeff';
 const T0 = Date.parse('2026-11-25T10:00:00Z'); // Wednesday
@@ -128,6 +128,38 @@ test('unthrottle clears the combo for the rest of its period; the next period ev
   assert.deepEqual(nextDay.events.map((e) => e.type), ['quota_exceeded', 'throttled'], 'override dropped at rollover');
 });
 
+test('a quota raised above the use, or removed, lifts the throttle at once', () => {
+  const { state } = cycles([[0, 0, 0], [5, 0, GIB + 10]], limits({ tx_quota_day_gb: 1 }));
+  assert.equal(state.throttled, true);
+  for (const quota of [2, 0]) {
+    const lifted = accountServer(state, { ifindex: 7, rxBytes: 0, txBytes: GIB + 20 }, T0 + 10_000, 'UTC', limits({ tx_quota_day_gb: quota }));
+    assert.deepEqual(lifted.events.map((e) => [e.type, e.message]), [['restored', 'limits changed: normal speeds restored']], `quota ${quota}`);
+    assert.deepEqual(activeCombos(lifted.state), []);
+    assert.deepEqual(desiredSpeeds(lifted.state, limits({ tx_quota_day_gb: quota })), { rxMbps: 100, txMbps: 50 });
+  }
+  // With no quota left, a later throttle action has nothing to throttle for.
+  const none = cycles([[0, 0, 0], [5, 0, GIB + 10]], limits({ tx_quota_day_gb: 1, exceed_action: 'none' }));
+  const later = accountServer(none.state, { ifindex: 7, rxBytes: 0, txBytes: GIB + 20 }, T0 + 10_000, 'UTC', limits({ tx_quota_day_gb: 0, exceed_action: 'throttle' }));
+  assert.equal(later.state.throttled, false);
+  assert.deepEqual(later.events, []);
+});
+
+test('a new quota time zone is no calendar boundary: counts and flags carry over until the next one of the new zone', () => {
+  const lim = limits({ rx_quota_day_gb: 1 });
+  // 10:00 UTC on Wednesday 25 Nov; in Pacific/Kiritimati (UTC+14) it is already Thursday 00:00.
+  const { state } = cycles([[0, 0, 0], [5, GIB + 10, 0]], lim);
+  assert.equal(state.throttled, true);
+  const switched = accountServer(state, { ifindex: 7, rxBytes: GIB + 20, txBytes: 0 }, T0 + 10_000, 'Pacific/Kiritimati', lim);
+  assert.deepEqual(switched.events, [], 'no restored event');
+  assert.equal(switched.state.throttled, true);
+  assert.equal(switched.state.usage.rx_day?.bytes, GIB + 20);
+  assert.equal(switched.state.usage.rx_day?.key, '2026-11-26');
+  // The new zone's next midnight (10:00 UTC on Thursday) resets the day as usual.
+  const nextDay = accountServer(switched.state, { ifindex: 7, rxBytes: GIB + 30, txBytes: 0 }, T0 + 24 * 3600_000 + 5_000, 'Pacific/Kiritimati', lim);
+  assert.deepEqual(nextDay.events.map((e) => e.type), ['restored']);
+  assert.equal(nextDay.state.usage.rx_day?.bytes, 10);
+});
+
 test('removed from the limits set or disabled: flags dropped, restored if it was restricted', () => {
   const lim = limits({ rx_quota_day_gb: 1 });
   const { state } = cycles([[0, 0, 0], [5, GIB, 0]], lim);
@@ -139,4 +171,12 @@ test('removed from the limits set or disabled: flags dropped, restored if it was
   assert.deepEqual(disabled.events.map((e) => e.type), ['restored']);
   assert.deepEqual(desiredSpeeds(disabled.state, limits({ enabled: false })), { rxMbps: 0, txMbps: 0 });
   assert.equal(disabled.state.rxTotal, state.rxTotal + 4 * GIB, 'stats are still collected');
+});
+
+test('a speed tc cannot take fails its limits entry instead of being reported applied', () => {
+  assert.equal((normalizeEntry({ uuid: UUID, rx_speed_mbps: MAX_SPEED_MBPS }) as Limits).rx_speed_mbps, MAX_SPEED_MBPS);
+  for (const field of ['rx_speed_mbps', 'tx_speed_mbps', 'throttle_rx_mbps', 'throttle_tx_mbps']) {
+    assert.match(String(normalizeEntry({ uuid: UUID, [field]: 1e15 })), new RegExp(`${field} must be at most`));
+  }
+  assert.equal((normalizeEntry({ uuid: UUID, rx_quota_month_gb: 100_000 }) as Limits).rx_quota_month_gb, 100_000, 'quotas have no such cap');
 });

@@ -64,6 +64,8 @@ export interface ServerState {
   suspend: SuspendState;
   /** A throttle was active after the last cycle; its end emits `restored`. */
   throttled: boolean;
+  /** The quota time zone the period keys were taken in (absent in state saved before it was kept). */
+  tz?: string;
 }
 
 export interface Reading {
@@ -194,18 +196,27 @@ export function accountServer(prev: ServerState, reading: Reading | null, now: n
   state.rxTotal += rx;
   state.txTotal += tx;
 
-  // Calendar rollover: counters of a finished period restart at 0; its exceeded flags and admin overrides drop.
+  // Calendar rollover: counters of a finished period restart at 0; its exceeded flags and admin
+  // overrides drop. A new quota time zone (PUT /limits) is no boundary: the period in progress
+  // keeps its count and flags under the new zone's key, and the new zone's next boundary resets
+  // them (else a zone switch would be a way around a quota).
   const keys = periodKeys(now, tz);
+  const zoneSwitched = prev.tz !== undefined && prev.tz !== tz;
+  state.tz = tz;
   let rolled: Combo | null = null;
   for (const { combo, dir, period } of COMBO_PARTS) {
     const key = keys[period];
     const used = state.usage[combo];
     const add = dir === 'rx' ? rx : tx;
     // An entry is replaced only when it changes (entries are shared with the previous state).
-    if (!used || used.key !== key) state.usage[combo] = { key, bytes: add };
+    if (!used || used.key !== key) state.usage[combo] = { key, bytes: (zoneSwitched && used ? used.bytes : 0) + add };
     else if (add !== 0) state.usage[combo] = { key, bytes: used.bytes + add };
     const flag = state.exceeded[combo];
     if (flag && flag.key !== key) {
+      if (zoneSwitched) {
+        state.exceeded[combo] = { ...flag, key };
+        continue;
+      }
       delete state.exceeded[combo];
       if (!flag.cleared) rolled ??= combo;
     }
@@ -218,10 +229,14 @@ export function accountServer(prev: ServerState, reading: Reading | null, now: n
     for (const { combo, period } of COMBO_PARTS) {
       const quota = quotaBytes(limits, combo);
       const used = state.usage[combo]?.bytes ?? 0;
-      if (quota > 0 && used >= quota && !state.exceeded[combo]) {
+      const reached = quota > 0 && used >= quota;
+      if (reached && !state.exceeded[combo]) {
         state.exceeded[combo] = { key: keys[period], cleared: false };
         events.push(event(state.uuid, 'quota_exceeded', combo, `${combo} quota of ${gib(quota)} reached (${gib(used)} used)`, now));
         if (limits.exceed_action === 'suspend' && state.suspend === 'none') state.suspend = 'pending';
+      } else if (!reached && state.exceeded[combo]) {
+        // The quota was raised above the use or removed (0): the combo no longer restricts.
+        delete state.exceeded[combo];
       }
     }
   }

@@ -21,6 +21,11 @@ const INT_FIELDS = [
   'throttle_tx_mbps',
 ] as const;
 
+// A speed above this (1 Tbit/s, beyond any NIC) is a typo: tc cannot take it, so the entry fails
+// instead of being reported applied and then refused by tc on every cycle.
+export const MAX_SPEED_MBPS = 1_000_000;
+const SPEED_FIELDS: ReadonlySet<string> = new Set(['rx_speed_mbps', 'tx_speed_mbps', 'throttle_rx_mbps', 'throttle_tx_mbps']);
+
 /** The override-row defaults of spec/1 §2.9: what a limits entry's missing fields become. */
 export const LIMIT_DEFAULTS: Readonly<Omit<Limits, 'uuid'>> = {
   enabled: true,
@@ -51,6 +56,7 @@ export function normalizeEntry(raw: unknown): Limits | string {
     const v = e[f];
     if (v === undefined) continue;
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) return `${f} must be a non-negative integer`;
+    if (SPEED_FIELDS.has(f) && v > MAX_SPEED_MBPS) return `${f} must be at most ${MAX_SPEED_MBPS} (1 Tbit/s)`;
     out[f] = v;
   }
   const action = e['exceed_action'];

@@ -117,7 +117,7 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
   const durable = (r: ServerRecord): string => {
     const st = r.state;
     const keys = Object.values(st.usage).map((u) => u.key).join(',');
-    return `${r.containerId}|${r.online}|${r.iface}|${Math.floor(r.lastSeenAt / 3_600_000)}|${st.ifindex}|${st.rxRaw}|${st.txRaw}|${st.suspend}|${st.throttled}|${keys}|${JSON.stringify(st.exceeded)}`;
+    return `${r.containerId}|${r.online}|${r.iface}|${Math.floor(r.lastSeenAt / 3_600_000)}|${st.ifindex}|${st.rxRaw}|${st.txRaw}|${st.suspend}|${st.throttled}|${st.tz}|${keys}|${JSON.stringify(st.exceeded)}`;
   };
 
   return {
