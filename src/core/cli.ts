@@ -67,6 +67,6 @@ export function reportCheck(loaded: LoadedConfig<unknown> | { warnings: string[]
 export function reportProblemsOf(errors: readonly ConfigError[]): void {
   if (errors.length === 0) return;
   const total = errors.reduce((n, e) => n + e.problems.length, 0);
-  const text = errors.map((e) => `${e.source}:\n${formatProblems(e.problems)}`).join('\n');
+  const text = errors.map((e) => `${e.source}:\n${formatProblems(e.problems, e.warnings)}`).join('\n');
   throw new AppError('ERR_CONFIG', `${total} problem${total === 1 ? '' : 's'}\n${text}`);
 }

@@ -46,7 +46,7 @@ test('an empty file gives every default, frozen', () => {
 });
 
 test('every problem is reported at once with its JSON pointer', () => {
-  const text = 'interval: soon\nnested:\n  port: 70000\n  mode: c\nlist:\n  - {}\n';
+  const text = 'interval: soon\nnested:\n  port: 70000\n  mode: c\nlist:\n  - {}\nintervall: 5s\n';
   const err = (() => {
     try {
       loadConfigText(text, 'bad.yaml', spec);
@@ -63,6 +63,8 @@ test('every problem is reported at once with its JSON pointer', () => {
   assert.equal(byPath['/list/0/url'], 'is required');
   assert.equal(err.problems.length, 4);
   assert.match(err.message, /bad\.yaml: 4 problems/);
+  assert.deepEqual(err.warnings, ['/intervall: unknown key, ignored'], 'a typo is told in the same run as the problems');
+  assert.match(err.message, /\n  warning: \/intervall: unknown key, ignored$/);
 });
 
 test('cross-field checks run together with schema checks', () => {

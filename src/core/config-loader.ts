@@ -57,23 +57,28 @@ export interface LoadedConfig<T> {
   warnings: string[];
 }
 
-/** Thrown by loadConfig* when anything is wrong; `problems` has every one of them. */
+/**
+ * Thrown by loadConfig* when anything is wrong; `problems` has every one of them, `warnings` what
+ * the file also got wrong without failing (unknown keys), so one run tells everything.
+ */
 export class ConfigError extends AppError {
   readonly problems: ConfigProblem[];
   readonly source: string;
+  readonly warnings: readonly string[];
 
-  constructor(source: string, problems: ConfigProblem[]) {
-    super('ERR_CONFIG', `${source}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${formatProblems(problems)}`, {
+  constructor(source: string, problems: ConfigProblem[], warnings: readonly string[] = []) {
+    super('ERR_CONFIG', `${source}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n${formatProblems(problems, warnings)}`, {
       status: 400,
     });
     this.problems = problems;
     this.source = source;
+    this.warnings = warnings;
   }
 }
 
 /** One line per problem, `  /path: message`, in the order found. */
-export function formatProblems(problems: readonly ConfigProblem[]): string {
-  return problems.map((p) => `  ${p.path || '/'}: ${p.message}`).join('\n');
+export function formatProblems(problems: readonly ConfigProblem[], warnings: readonly string[] = []): string {
+  return [...problems.map((p) => `  ${p.path || '/'}: ${p.message}`), ...warnings.map((w) => `  warning: ${w}`)].join('\n');
 }
 
 /**
@@ -121,7 +126,7 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
       if (problems.length === 0) problems.push({ path: '', message: `invalid config: ${errorMessage(err)}` });
     }
   }
-  if (problems.length > 0) throw new ConfigError(source, dedupe(problems));
+  if (problems.length > 0) throw new ConfigError(source, dedupe(problems), warnings);
   return { config: deepFreeze(data as T), warnings };
 }
 
