@@ -9,7 +9,7 @@
  * Directions are the container's: rx = down = into the container = the host veth's TX counter,
  * tx = up = out of it = the host veth's RX counter.
  */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
@@ -24,6 +24,7 @@ import { durationMs, GIB } from '../../src/lib/units.ts';
 import type { HostVeth, IfaceCounters } from '../../src/lib/veth.ts';
 import type { Notifier } from './notifier.ts';
 import type { BandwidthdStore, ContainerRow } from './store.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 export const QUOTA_LABEL = 'bandwidth.daily_quota';
 export const JOBS = ['reset', 'cleanup', 'history', 'health', 'webhook_retry'] as const;
@@ -398,7 +399,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       const rows = store.hourly(yesterday, today);
       const p = localParts(yesterday, tz);
       const day = `${p.year}-${String(p.month).padStart(2, '0')}-${String(p.day).padStart(2, '0')}`;
-      await mkdir(config.history.export_path, { recursive: true });
+      makeDirs(config.history.export_path);
       const base = join(config.history.export_path, `usage-${day}`);
       const csvCell = (s: string): string => (/[",\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
       const csv = ['start,container_id,container,rx_bytes,tx_bytes', ...rows.map((r) => [new Date(r.hour).toISOString(), r.container, csvCell(r.name), r.rx_bytes, r.tx_bytes].join(','))].join('\n') + '\n';

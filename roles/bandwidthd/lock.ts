@@ -3,8 +3,9 @@
  * pid. Node has no flock(2), and a plain O_EXCL file outlives a crash, so a lock whose pid is no
  * longer alive (or is our own pid from an earlier life in the same pid namespace) is taken over.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeFileSync, mkdirSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readFileSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 /** Whether a process with this pid exists (EPERM means it exists but belongs to someone else). */
 export function pidAlive(pid: number): boolean {
@@ -36,7 +37,7 @@ export interface InstanceLock {
  * throws naming the holder when a live process owns it.
  */
 export function acquireLock(path: string, pid: number = process.pid): InstanceLock {
-  mkdirSync(dirname(path), { recursive: true });
+  makeDirs(dirname(path));
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fd = openSync(path, 'wx', 0o644);
@@ -78,7 +79,7 @@ export function acquireLock(path: string, pid: number = process.pid): InstanceLo
 
 /** Writes the pid file (runs at start); returns a function that removes it at shutdown. */
 export function writePidFile(path: string, pid: number = process.pid): () => void {
-  mkdirSync(dirname(path), { recursive: true });
+  makeDirs(dirname(path));
   writeFileSync(path, `${pid}\n`, { mode: 0o644 });
   return () => {
     if (readPid(path) === pid) {

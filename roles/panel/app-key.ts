@@ -5,9 +5,10 @@
  * regenerated over an existing file: a malformed file stops the panel with a clear message.
  */
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
 import { AppError } from '../../src/core/app-error.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 export interface AppKey {
   /** `v1:` + base64url(iv | tag | ciphertext). */
@@ -33,7 +34,7 @@ export function loadAppKey(path: string, mayCreate: boolean): { key: AppKey; cre
   let created = false;
   if (!existsSync(path)) {
     if (!mayCreate) throw new AppError('ERR_APP_KEY', `${path} is missing but the database holds secrets encrypted with it (pairing tokens, 2FA secrets): restore the key file from a backup`);
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    makeDirs(dirname(path), 0o700);
     writeFileSync(path, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
     created = true;
   }

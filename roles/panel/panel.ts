@@ -3,7 +3,6 @@
  * prepares data_dir (mode 0750), loads or creates the app key, opens the store with the core's and
  * every addon's migrations, builds the PanelContext and attaches the addons. The caller closes it.
  */
-import { mkdirSync } from 'node:fs';
 import { createLogger, type AppLogger } from '../../src/core/logger.ts';
 import { loadAppKey, appKeyPath } from './app-key.ts';
 import { loadPanelConfig } from './config.ts';
@@ -14,6 +13,7 @@ import { createPermissionRegistry } from './services/permissions.ts';
 import { openPanelStore, type PanelStore } from './store/store.ts';
 import type { RunningAddon } from './addons/addon.ts';
 import { ADDONS } from './addons/index.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 export interface OpenPanel {
   ctx: PanelContext;
@@ -35,7 +35,7 @@ async function holdsSecrets(store: PanelStore): Promise<boolean> {
 export async function openPanel(configPath: string, opts: { quiet?: boolean } = {}): Promise<OpenPanel> {
   const { config, warnings } = loadPanelConfig(configPath);
   const logger = createLogger({ name: 'panel', ...config.logging, ...(opts.quiet === true ? { console: false } : {}), redactKeys: ['password', 'token', 'totp_secret', 'secret_token', 'pairing_token'] });
-  mkdirSync(config.data_dir, { recursive: true, mode: 0o750 });
+  makeDirs(config.data_dir, 0o750);
   const store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
   let loaded: ReturnType<typeof loadAppKey>;
   try {

@@ -3,10 +3,11 @@
  * (mode 0600), so seeds and clearances survive restarts. Deleting the file invalidates every
  * clearance: the next start, or the next reload, makes a new secret.
  */
-import { chmodSync, mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { writeFileAtomic } from './yaml-edit.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 export const SECRET_FILE = 'challenge.key';
 const SECRET_BYTES = 32;
@@ -34,7 +35,7 @@ function writeSecret(file: string, secret: Buffer): void {
  * replacing it.
  */
 export function openChallengeSecret(dataDir: string): ChallengeSecret {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  makeDirs(dataDir, 0o700);
   const file = join(dataDir, SECRET_FILE);
   let key = Buffer.alloc(0);
 

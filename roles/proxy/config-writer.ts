@@ -4,7 +4,7 @@
  * disk, a site's hostnames are checked against every other enabled site, and only then is the
  * file replaced and the configuration reloaded. Nothing is written when anything is wrong.
  */
-import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { parse } from 'yaml';
@@ -16,6 +16,7 @@ import { normalizeName } from './host-router.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
 import { siteIdFrom, uniqueSiteId } from './site-ids.ts';
 import { patchYamlText, writeFileAtomic, yamlText } from './yaml-edit.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
@@ -158,7 +159,7 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
 
   function write(file: string, text: string): void {
     try {
-      mkdirSync(dirname(file), { recursive: true });
+      makeDirs(dirname(file));
       writeFileAtomic(file, text);
     } catch (err) {
       throw new AppError('ERR_IO', `cannot write ${file}: ${errorMessage(err)}`, { status: 500, cause: err });

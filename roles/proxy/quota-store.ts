@@ -8,10 +8,11 @@
  * `quota_reset_day` (null = 1); the first count or check in a new window starts from zero, unless
  * a changed reset day makes the current window start before the counted one, which it then holds.
  */
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { SharedTable } from './shared-table.ts';
 import { wallNow } from './read-clock.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 export interface QuotaSettings {
   monthly_quota_bytes: number | null;
@@ -200,7 +201,7 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
  * file never silently resets every quota. The main thread writes the file; workers only count.
  */
 export function openQuotaStore(opts: { dataDir: string; table?: SharedTable; onExceeded: (e: QuotaExceeded) => void; onWriteError: (err: unknown) => void }): QuotaStore {
-  mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
+  makeDirs(opts.dataDir, 0o700);
   const file = join(opts.dataDir, FILE);
   const table = opts.table ?? SharedTable.create();
   const known = new Set<string>();

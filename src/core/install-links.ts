@@ -1,7 +1,8 @@
-import { existsSync, lstatSync, mkdirSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
+import { existsSync, lstatSync, readlinkSync, symlinkSync, unlinkSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { isSea } from 'node:sea';
 import { AppError } from './app-error.ts';
+import { makeDirs } from '../lib/make-dirs.ts';
 
 /**
  * `hostkit install-links DIR`: creates DIR/<name> -> this executable for each program name.
@@ -12,7 +13,7 @@ export function installLinks(dir: string, names: readonly string[], target = pro
     throw new AppError('ERR_USAGE', 'install-links needs the built executable (make build, then dist/hostkit-linux-<arch> install-links DIR)');
   }
   const absDir = resolve(dir);
-  mkdirSync(absDir, { recursive: true });
+  makeDirs(absDir);
   const lines: string[] = [];
   for (const name of names) {
     const link = join(absDir, name);

@@ -3,9 +3,10 @@
  * when the daemon runs as root), and the client the CLI commands use to call it.
  */
 import { request } from 'node:http';
-import { chmodSync, existsSync, mkdirSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, unlinkSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
+import { makeDirs } from './make-dirs.ts';
 
 /**
  * Prepares `path` for listening: refuses when another daemon answers on it, removes a stale
@@ -24,7 +25,7 @@ export async function claimSocketPath(path: string, what: string): Promise<void>
     if (alive) throw new Error(`another ${what} is already running (it answers on ${path})`);
     unlinkSync(path);
   }
-  mkdirSync(dirname(path), { recursive: true });
+  makeDirs(dirname(path));
 }
 
 /** Restricts a freshly listening socket to its owner. */

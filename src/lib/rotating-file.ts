@@ -15,6 +15,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
+import { makeDirs } from './make-dirs.ts';
 
 export interface RotatingFileOptions {
   /** The live log file. */
@@ -108,7 +109,7 @@ export function createRotatingFile(opts: RotatingFileOptions): RotatingFile {
   let background: Promise<void> = Promise.resolve();
 
   function open(): void {
-    fs.mkdirSync(dir, { recursive: true, mode: 0o750 });
+    makeDirs(dir, 0o750);
     const newFd = fs.openSync(file, 'a', 0o640);
     const st = fs.fstatSync(newFd);
     fd = newFd;

@@ -8,9 +8,9 @@
  * `sqlite3`) may read at the same time in WAL mode, and wait up to the busy timeout for the lock
  * otherwise.
  */
-import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { makeDirs } from './make-dirs.ts';
 
 export type JournalMode = 'WAL' | 'DELETE' | 'TRUNCATE' | 'MEMORY' | 'OFF';
 export type Synchronous = 'OFF' | 'NORMAL' | 'FULL' | 'EXTRA';
@@ -114,7 +114,7 @@ export function openDatabase(opts: OpenDatabaseOptions): Database {
   if (!Number.isSafeInteger(busyMs) || busyMs < 0) throw new Error(`busy timeout must be a non-negative integer, got ${busyMs}`);
   validateMigrations(opts.migrations);
 
-  if (opts.path !== ':memory:') fs.mkdirSync(path.dirname(path.resolve(opts.path)), { recursive: true, mode: 0o750 });
+  if (opts.path !== ':memory:') makeDirs(path.dirname(path.resolve(opts.path)), 0o750);
   const db = new DatabaseSync(opts.path);
   try {
     db.exec(`PRAGMA busy_timeout = ${busyMs}`);
