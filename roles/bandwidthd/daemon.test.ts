@@ -188,6 +188,24 @@ test('a container that goes away is container_removed; its row stays until clean
   assert.equal(r.store.containers().length, 0);
 });
 
+test('a container recreated under its name keeps the usage of the day and its exceeded state', async () => {
+  const r = rig({ quota: { exceeded_speed_rx_mbps: 2, exceeded_speed_tx_mbps: 3 } });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 1200 * KB });
+  await r.daemon.cycle();
+  assert.equal(r.daemon.status().containers[0]?.mode, 'exceeded');
+  // docker rm -f web && docker run --name web ...: a new id, pid and veth.
+  r.containers.splice(0, 1, { id: 'b'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 202 });
+  r.counters.set('veth202', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.cycle();
+  const now = r.daemon.status().containers.find((c) => c.id === 'b'.repeat(64));
+  assert.equal(now?.rx_day_bytes, 1200 * KB);
+  assert.equal(now?.mode, 'exceeded');
+  assert.equal(r.applied.at(-1)?.find((a) => a.iface === 'veth202')?.down?.rateBps, 2e6, 'throttled from its first cycle');
+  assert.equal(r.sent.filter((e) => e === 'quota_exceeded').length, 1, 'no second quota_exceeded for the same day');
+});
+
 test('history: hourly usage kept, yesterday exported as CSV and JSON, rows past retention removed', async () => {
   const exportPath = join(dir, 'exports');
   const r = rig({ history: { export_enabled: true, export_path: exportPath, retention_days: 2 }, timezone: 'UTC' }, { t: Date.parse('2026-03-01T10:30:00Z') });

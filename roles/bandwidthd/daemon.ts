@@ -259,9 +259,20 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (quota.bad !== undefined) log.warn({ container: c.name, value: quota.bad }, `label ${QUOTA_LABEL} is not a number of GB at or above 0; the default quota applies`);
       if (old) tc.forget(old.iface);
       const prev = store.container(c.id);
-      const row: ContainerRow = prev
-        ? { ...prev, name: c.name, iface: veth.iface, last_rx: prev.iface === veth.iface ? prev.last_rx : null, last_tx: prev.iface === veth.iface ? prev.last_tx : null, last_seen_at: t }
-        : { id: c.id, name: c.name, iface: veth.iface, rx_day: 0, tx_day: 0, last_rx: null, last_tx: null, warned: 0, exceeded: 0, first_seen_at: t, last_seen_at: t };
+      let row: ContainerRow;
+      if (prev) {
+        row = { ...prev, name: c.name, iface: veth.iface, last_rx: prev.iface === veth.iface ? prev.last_rx : null, last_tx: prev.iface === veth.iface ? prev.last_tx : null, last_seen_at: t };
+      } else {
+        row = { id: c.id, name: c.name, iface: veth.iface, rx_day: 0, tx_day: 0, last_rx: null, last_tx: null, warned: 0, exceeded: 0, first_seen_at: t, last_seen_at: t };
+        // A container removed and created again under its name (`docker rm` + `run`, or a panel
+        // that recreates a server's container on each start) keeps the day's usage and state:
+        // else recreating it would be a fresh daily allowance. The old row hands them over.
+        const before = store.predecessor(c.name, c.id);
+        if (before && !list.some((other) => other.id === before.id && other.running)) {
+          row = { ...row, rx_day: before.rx_day, tx_day: before.tx_day, warned: before.warned, exceeded: before.exceeded };
+          store.upsert({ ...before, rx_day: 0, tx_day: 0, warned: 0, exceeded: 0 });
+        }
+      }
       store.upsert(row);
       managed.set(c.id, { id: c.id, name: c.name, pid: c.pid, iface: veth.iface, ifindex: veth.ifindex, quotaBytes: quota.bytes, row, rxBps: 0, txBps: 0, mode: null, tcFailed: false });
       if (!old) {

@@ -60,6 +60,8 @@ export interface BandwidthdStore {
   readonly database: Database;
   containers(): ContainerRow[];
   container(id: string): ContainerRow | undefined;
+  /** The last-seen row of another container id with this name, if any (a container recreated under its name). */
+  predecessor(name: string, id: string): ContainerRow | undefined;
   upsert(row: ContainerRow): void;
   deleteContainer(id: string): void;
   addHourly(container: string, hourMs: number, rx: number, tx: number): void;
@@ -82,6 +84,7 @@ export function openBandwidthdStore(cfg: Pick<BandwidthdConfig['database'], 'pat
   const q = {
     all: db.prepare('SELECT * FROM containers ORDER BY name'),
     one: db.prepare('SELECT * FROM containers WHERE id = ?'),
+    predecessor: db.prepare('SELECT * FROM containers WHERE name = ? AND id != ? ORDER BY last_seen_at DESC LIMIT 1'),
     upsert: db.prepare(`INSERT INTO containers (id, name, iface, rx_day, tx_day, last_rx, last_tx, warned, exceeded, first_seen_at, last_seen_at)
       VALUES (:id, :name, :iface, :rx_day, :tx_day, :last_rx, :last_tx, :warned, :exceeded, :first_seen_at, :last_seen_at)
       ON CONFLICT(id) DO UPDATE SET name = excluded.name, iface = excluded.iface, rx_day = excluded.rx_day, tx_day = excluded.tx_day,
@@ -105,6 +108,7 @@ export function openBandwidthdStore(cfg: Pick<BandwidthdConfig['database'], 'pat
     database,
     containers: () => q.all.all() as unknown as ContainerRow[],
     container: (id) => q.one.get(id) as unknown as ContainerRow | undefined,
+    predecessor: (name, id) => q.predecessor.get(name, id) as unknown as ContainerRow | undefined,
     upsert: (row) => void q.upsert.run({ ...row }),
     deleteContainer: (id) =>
       database.transaction(() => {
