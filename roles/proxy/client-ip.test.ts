@@ -28,7 +28,7 @@ test('CIDR matching covers both families and IPv4-mapped peers', () => {
 });
 
 test('resolution: untrusted peer, right-to-left walk, whole chain trusted, X-Real-Ip, peer', () => {
-  const resolve = createClientIpResolver(['10.0.0.0/8']);
+  const resolve = createClientIpResolver(createIpMatcher(['10.0.0.0/8']));
   assert.equal(resolve('203.0.113.1', '1.2.3.4', '5.6.7.8'), '203.0.113.1');
   assert.equal(resolve('::ffff:10.0.0.1', '1.1.1.1, 2.2.2.2, 10.9.9.9', undefined), '2.2.2.2');
   assert.equal(resolve('10.0.0.1', '10.0.0.2, 10.0.0.3', '5.6.7.8'), '10.0.0.3');

@@ -5,7 +5,7 @@
  * entry, then X-Real-Ip, then the peer.
  */
 import { isIP } from 'node:net';
-import { createIpMatcher, plainIp } from './ip-match.ts';
+import { plainIp, type IpMatcher } from './ip-match.ts';
 
 /** Resolves the client IP of one request from its peer address and inbound headers. */
 export type ClientIpResolver = (peer: string, xForwardedFor: string | string[] | undefined, xRealIp: string | string[] | undefined) => string;
@@ -44,8 +44,7 @@ function firstValue(header: string | string[] | undefined): string | undefined {
  * closure runs on every request before any check that needs the client IP. Unparseable chain
  * entries are skipped: they are neither a trusted hop nor a client.
  */
-export function createClientIpResolver(trustedProxies: readonly string[]): ClientIpResolver {
-  const trusted = createIpMatcher(trustedProxies);
+export function createClientIpResolver(trusted: IpMatcher): ClientIpResolver {
   return function resolveClientIp(rawPeer, xForwardedFor, xRealIp) {
     const peer = plainIp(rawPeer);
     if (!trusted(peer)) return peer;

@@ -6,6 +6,7 @@
 import type { SecureContext } from 'node:tls';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
 import { createClientIpResolver, type ClientIpResolver } from './client-ip.ts';
+import { createIpMatcher } from './ip-match.ts';
 import type { Origin, OriginPools } from './origin-pools.ts';
 import { createOriginHeaders, type OriginHeaderBuilder } from './origin-headers.ts';
 import { createSiteBodyPhase, createSitePipeline, type Check, type PipelineServices } from './pipeline.ts';
@@ -47,6 +48,8 @@ export function compileSite(input: CompileSiteInput): CompiledSite {
   const c = input.config;
   // One pipeline input for both phases, so they share the site's challenge gate.
   const pipelineInput = { site: c, global: input.global, services: input.services };
+  // One compiled list for the client-IP walk and the X-Forwarded-For rule.
+  const trusted = createIpMatcher(c.client_ip.trusted_proxies);
   return {
     id: c.id,
     file: input.file,
@@ -55,12 +58,12 @@ export function compileSite(input: CompileSiteInput): CompiledSite {
     config: c,
     pipeline: createSitePipeline(pipelineInput),
     bodyCheck: createSiteBodyPhase(pipelineInput),
-    resolveClientIp: createClientIpResolver(c.client_ip.trusted_proxies),
+    resolveClientIp: createClientIpResolver(trusted),
     originHeaders: createOriginHeaders({
       forwardMode: c.client_ip.forward_mode,
       customHeader: c.client_ip.custom_header,
       hostHeader: c.origin.host_header,
-      trustedProxies: c.client_ip.trusted_proxies,
+      trusted,
     }),
     origin: input.pools.acquire({
       url: new URL(c.origin.url).origin,

@@ -15,12 +15,8 @@ import { globalFileOf, HeaderTarget, headerTag, proxyGlobalSpec, siteSpecFor, ty
 import { normalizeName } from './host-router.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
 import { siteIdFrom, uniqueSiteId } from './site-ids.ts';
-import { patchYamlText, writeFileAtomic, yamlText } from './yaml-edit.ts';
+import { isPlainObject, patchYamlText, writeFileAtomic, yamlText } from './yaml-edit.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
-
-function isPlainObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
-}
 
 /** Every default of a config kind: what its validator fills into an empty document. */
 function defaultsOf(validate: (data: unknown) => boolean): Record<string, unknown> {

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { createIpMatcher } from './ip-match.ts';
 import { createOriginHeaders } from './origin-headers.ts';
 
 const RAW = ['Host', 'a.example:8080', 'Connection', 'keep-alive, X-Hop', 'X-Hop', '1', 'Keep-Alive', '5', 'TE', 'trailers', 'Expect', '100-continue', 'X-Forwarded-For', '1.1.1.1', 'x-forwarded-for', '2.2.2.2', 'X-Real-Ip', '6.6.6.6', 'Forwarded', 'for=6.6.6.6', 'Cookie', 'a=1', 'Content-Length', '3'];
@@ -11,7 +12,7 @@ function pairs(flat: string[]): [string, string][] {
 }
 
 test('hop-by-hop, Connection-listed and framing headers dropped; end-to-end headers kept in order', () => {
-  const build = createOriginHeaders({ forwardMode: 'none', customHeader: null, hostHeader: null, trustedProxies: [] });
+  const build = createOriginHeaders({ forwardMode: 'none', customHeader: null, hostHeader: null, trusted: createIpMatcher([]) });
   assert.deepEqual(pairs(build(RAW, 'a.example:8080', '9.9.9.9', '9.9.9.9')), [
     ['Cookie', 'a=1'],
     ['host', 'a.example:8080'],
@@ -26,17 +27,17 @@ test('each forward mode writes its header and replaces an inbound one (the peer 
     custom: ['x-client', '9.9.9.9'],
   } as const;
   for (const [mode, [name, value]] of Object.entries(modes)) {
-    const build = createOriginHeaders({ forwardMode: mode as keyof typeof modes, customHeader: 'X-Client', hostHeader: 'origin.internal', trustedProxies: ['10.0.0.0/8'] });
+    const build = createOriginHeaders({ forwardMode: mode as keyof typeof modes, customHeader: 'X-Client', hostHeader: 'origin.internal', trusted: createIpMatcher(['10.0.0.0/8']) });
     const out = pairs(build(RAW, 'a.example', '9.9.9.9', '::ffff:10.1.2.3'));
     assert.deepEqual(out.filter(([n]) => n.toLowerCase() === name), [[name, value]], mode);
     assert.deepEqual(out.filter(([n]) => n.toLowerCase() === 'host'), [['host', 'origin.internal']]);
   }
-  const v6 = createOriginHeaders({ forwardMode: 'forwarded', customHeader: null, hostHeader: null, trustedProxies: [] });
+  const v6 = createOriginHeaders({ forwardMode: 'forwarded', customHeader: null, hostHeader: null, trusted: createIpMatcher([]) });
   assert.deepEqual(pairs(v6([], 'a', '2001:db8::1', '2001:db8::1')).find(([n]) => n === 'forwarded'), ['forwarded', 'for="[2001:db8::1]"']);
 });
 
 test('x_forwarded_for drops the chain an untrusted peer sent: the origin gets the client alone', () => {
-  const build = createOriginHeaders({ forwardMode: 'x_forwarded_for', customHeader: null, hostHeader: null, trustedProxies: ['10.0.0.0/8'] });
+  const build = createOriginHeaders({ forwardMode: 'x_forwarded_for', customHeader: null, hostHeader: null, trusted: createIpMatcher(['10.0.0.0/8']) });
   const xff = (peer: string, client: string): string[] =>
     pairs(build(RAW, 'a', client, peer))
       .filter(([n]) => n === 'x-forwarded-for')

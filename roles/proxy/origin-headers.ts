@@ -7,7 +7,7 @@
  */
 import { isIP } from 'node:net';
 import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
-import { createIpMatcher, plainIp } from './ip-match.ts';
+import { plainIp, type IpMatcher } from './ip-match.ts';
 
 export type ForwardMode = 'none' | 'x_forwarded_for' | 'x_real_ip' | 'forwarded' | 'custom';
 
@@ -15,8 +15,8 @@ export interface OriginHeaderOptions {
   forwardMode: ForwardMode;
   customHeader: string | null;
   hostHeader: string | null;
-  /** `client_ip.trusted_proxies`: the peers whose inbound X-Forwarded-For is extended. */
-  trustedProxies: readonly string[];
+  /** `client_ip.trusted_proxies` compiled: the peers whose inbound X-Forwarded-For is extended. */
+  trusted: IpMatcher;
 }
 
 /**
@@ -63,7 +63,7 @@ export function createOriginHeaders(opts: OriginHeaderOptions): OriginHeaderBuil
   if (mode === 'forwarded') replaced.add('forwarded');
   if (mode === 'custom' && custom !== '') replaced.add(custom);
   const fixedHost = opts.hostHeader;
-  const trusted = createIpMatcher(opts.trustedProxies);
+  const trusted = opts.trusted;
 
   return function buildOriginHeaders(raw, host, clientIp, peer) {
     const out: string[] = [];

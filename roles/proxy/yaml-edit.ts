@@ -11,7 +11,8 @@ import { Document, isMap, isScalar, isSeq, parseDocument, type Node, type Tags }
 
 const TO_STRING = { flowCollectionPadding: false, lineWidth: 0 } as const;
 
-function isPlainObject(v: unknown): v is Record<string, unknown> {
+/** A plain `{...}` object (not an array, a class instance such as a header target, or null). */
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
 }
 
