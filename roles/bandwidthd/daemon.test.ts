@@ -47,6 +47,7 @@ interface Rig {
   sent: EventName[];
   clock: { t: number };
   containers: ContainerInfo[];
+  sweeps: { n: number };
 }
 
 function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number } = {}): Rig {
@@ -58,6 +59,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
   const applied: InterfaceShape[][] = [];
   const removed: InterfaceRef[][] = [];
   const sent: EventName[] = [];
+  const sweeps = { n: 0 };
   const clock = { t: opts.t ?? Date.parse('2026-03-01T03:00:00Z') };
   const containers: ContainerInfo[] = [{ id: 'a'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 101 }];
   const source: ContainerSource = { list: () => Promise.resolve(containers), watch: () => () => undefined, inspect: () => Promise.resolve(null), version: () => Promise.resolve('1.44') };
@@ -67,7 +69,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     prepare: () => Promise.resolve({ applied: 0, unchanged: 0, failed: [] }),
     verify: () => Promise.resolve([]),
     forget: () => undefined,
-    sweepOrphanIfbs: () => Promise.resolve(0),
+    sweepOrphanIfbs: () => (sweeps.n++, Promise.resolve(0)),
   };
   const notifier: Notifier = {
     notify: (e) => void sent.push(e),
@@ -88,7 +90,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     now: () => clock.t,
   });
   running.push(daemon);
-  return { daemon, store, counters, applied, removed, sent, clock, containers };
+  return { daemon, store, counters, applied, removed, sent, clock, containers, sweeps };
 }
 
 const KB = 1024;
@@ -182,6 +184,10 @@ test('a container that goes away is container_removed; its row stays until clean
   await r.daemon.cycle();
   assert.deepEqual(r.sent, ['container_found', 'container_removed']);
   assert.equal(r.store.containers().length, 1);
+  // A graceful stop deletes the IFB the container left, as the next start would.
+  const before = r.sweeps.n;
+  await r.daemon.stop();
+  assert.equal(r.sweeps.n, before + 1);
   assert.match(await r.daemon.runJob('cleanup'), /forgot 0 stale/);
   r.clock.t += 2 * 3_600_000;
   assert.match(await r.daemon.runJob('cleanup'), /forgot 1 stale/);

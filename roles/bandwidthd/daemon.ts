@@ -393,7 +393,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       }
     }
     let ifbs = 0;
-    if (config.cleanup.remove_tc_rules) ifbs = await tc.sweepOrphanIfbs().catch((err: unknown) => (log.warn(`IFB sweep failed: ${errorMessage(err)}`), 0));
+    if (config.cleanup.remove_tc_rules) ifbs = await sweepIfbs();
     if (config.cleanup.compact_db) store.database.compact();
     const text = `forgot ${forgotten} stale containers, removed ${ifbs} orphan IFB devices${config.cleanup.compact_db ? ', compacted the store' : ''}`;
     if (forgotten > 0 || ifbs > 0) notifier.notify('cleanup', text, { containers: forgotten, ifbs });
@@ -519,6 +519,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     if (config.docker.watch_events) unwatch = deps.source.watch(() => void serial(async () => (await discover(), await enforce())));
   }
 
+  /** Deletes IFB devices whose interface is gone; a failure is logged and counts as none deleted. */
+  function sweepIfbs(): Promise<number> {
+    return tc.sweepOrphanIfbs().catch((err: unknown) => (log.warn(`IFB sweep failed: ${errorMessage(err)}`), 0));
+  }
+
   function find(key: string): Managed[] {
     const k = key.toLowerCase();
     return [...managed.values()].filter((m) => m.id === k || m.name === key || (k.length >= 4 && m.id.startsWith(k)));
@@ -536,7 +541,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         store.setMeta('last_reset', String(t));
       }
       for (const job of enabledJobs()) planNext(job, t);
-      await tc.sweepOrphanIfbs().catch((err: unknown) => log.warn(`IFB sweep failed: ${errorMessage(err)}`));
+      await sweepIfbs();
       // A failing first cycle (no counters, say) is logged; the timers below keep trying.
       await serial(cycleNow).catch((err: unknown) => log.error(`first cycle failed: ${errorMessage(err)}`));
       startTimers();
@@ -550,6 +555,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       timers = [];
       unwatch?.();
       await busy;
+      // IFBs of containers that left since the last apply would otherwise wait for the next start.
+      await sweepIfbs();
     },
     status() {
       const last = Number(store.meta('last_reset') ?? startedAt);
