@@ -15,6 +15,8 @@ export interface AppKey {
   encrypt(plain: string): string;
   /** Throws ERR_APP_KEY when the value was not encrypted with this key. */
   decrypt(sealed: string): string;
+  /** True when `sealed` was encrypted with this key. */
+  opens(sealed: string): boolean;
   /** A key derived for one purpose (cookie signing, CSRF), so the raw key is used only for encryption. */
   derive(purpose: string): string;
 }
@@ -46,7 +48,7 @@ export function loadAppKey(path: string, mayCreate: boolean): { key: AppKey; cre
 
 /** The cipher over a raw 32-byte key. Pure; exported for tests. */
 export function createAppKey(raw: Buffer): AppKey {
-  return {
+  const key: AppKey = {
     encrypt(plain) {
       const iv = randomBytes(12);
       const cipher = createCipheriv('aes-256-gcm', raw, iv);
@@ -64,6 +66,15 @@ export function createAppKey(raw: Buffer): AppKey {
         throw new AppError('ERR_APP_KEY', 'a stored secret cannot be decrypted with this app key', { cause: err });
       }
     },
+    opens(sealed) {
+      try {
+        key.decrypt(sealed);
+        return true;
+      } catch {
+        return false;
+      }
+    },
     derive: (purpose) => createHmac('sha256', raw).update(`hostkit-panel:${purpose}`).digest('hex'),
   };
+  return key;
 }

@@ -3,7 +3,7 @@
  * mail, the app key file and the volumes directory of same-host nodes.
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
-import { checkHttpUrl, checkListen } from '../../src/core/config-checks.ts';
+import { checkCidrList, checkHttpUrl, checkListen } from '../../src/core/config-checks.ts';
 import { validatePanelConfig } from '../../src/contracts/validators.js';
 import { panelConfigSchema } from '../../src/contracts/schemas.ts';
 import type { PanelConfig } from '../../src/contracts/types.ts';
@@ -16,6 +16,7 @@ export const panelConfigSpec: ConfigSpec<PanelConfig> = {
   checks(config, problems: ConfigProblem[]) {
     checkListen(config, '/listen', problems);
     checkHttpUrl(config, '/base_url', problems);
+    checkCidrList(config, '/trusted_proxies', problems);
   },
 };
 

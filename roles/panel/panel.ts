@@ -3,6 +3,7 @@
  * prepares data_dir (mode 0750), loads or creates the app key, opens the store with the core's and
  * every addon's migrations, builds the PanelContext and attaches the addons. The caller closes it.
  */
+import { AppError } from '../../src/core/app-error.ts';
 import { createLogger, type AppLogger } from '../../src/core/logger.ts';
 import { loadAppKey, appKeyPath } from './app-key.ts';
 import { loadPanelConfig } from './config.ts';
@@ -26,9 +27,13 @@ export interface OpenPanel {
   close(): Promise<void>;
 }
 
-/** True when some row holds a value encrypted with the app key (a node's pairing token, an enabled TOTP secret). */
-async function holdsSecrets(store: PanelStore): Promise<boolean> {
-  return (await store.nodes.list({ perPage: 1 })).total > 0 || (await store.users.findBy({ use_totp: 1 })) !== undefined;
+/**
+ * One value some row holds encrypted with the app key (a node's pairing token, an enabled TOTP
+ * secret), or undefined when none is stored yet.
+ */
+async function sampleSecret(store: PanelStore): Promise<string | undefined> {
+  const node = (await store.nodes.list({ perPage: 1 })).items[0];
+  return node?.token_encrypted ?? (await store.users.findBy({ use_totp: 1 }))?.totp_secret ?? undefined;
 }
 
 /** `quiet` turns console logging off (CLI commands print their own lines). */
@@ -39,7 +44,12 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean } = 
   const store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
   let loaded: ReturnType<typeof loadAppKey>;
   try {
-    loaded = loadAppKey(appKeyPath(config.data_dir, config.app_key_file), !(await holdsSecrets(store)));
+    const keyFile = appKeyPath(config.data_dir, config.app_key_file);
+    const sealed = await sampleSecret(store);
+    loaded = loadAppKey(keyFile, sealed === undefined);
+    // A key from another install (or a restore that mixed files up) is refused here rather than
+    // at the first 2FA login or node push.
+    if (sealed !== undefined && !loaded.key.opens(sealed)) throw new AppError('ERR_APP_KEY', `${keyFile} is not the key this database's secrets were encrypted with (pairing tokens, 2FA secrets): restore the matching key file from a backup`);
   } catch (err) {
     store.close();
     throw err;

@@ -1216,6 +1216,14 @@ export const panelConfigSchema: SchemaNode = {
       "default": "app.key",
       "description": "key file for secrets at rest, relative to data_dir unless absolute"
     },
+    "trusted_proxies": {
+      "type": "array",
+      "items": {
+        "type": "string"
+      },
+      "default": [],
+      "description": "addresses or CIDR ranges of reverse proxies in front of the panel; their X-Forwarded-For names the client (login throttle, node API throttle, activity log, API key allowed_ips)"
+    },
     "volumes_dir": {
       "type": "string",
       "default": "/var/lib/pterodactyl/volumes",

@@ -857,6 +857,10 @@ export interface PanelConfig {
    */
   app_key_file: string;
   /**
+   * addresses or CIDR ranges of reverse proxies in front of the panel; their X-Forwarded-For names the client (login throttle, node API throttle, activity log, API key allowed_ips)
+   */
+  trusted_proxies: string[];
+  /**
    * server volumes directory of same-host nodes
    */
   volumes_dir: string;

@@ -30,12 +30,14 @@ function normalize(err: Error & { code?: string; statusCode?: number }): unknown
 
 /** Builds the app with every route registered (the addons' too); the caller listens and closes it. */
 export async function createPanelApp(ctx: PanelContext, addons: readonly RunningAddon[] = []): Promise<FastifyInstance> {
-  const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true });
+  // Behind trusted proxies the client is the rightmost X-Forwarded-For entry no proxy added (req.ip).
+  const trustProxy = ctx.config.trusted_proxies.length > 0 ? [...ctx.config.trusted_proxies] : false;
+  const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true, trustProxy });
   acceptEmptyJson(app);
   app.setErrorHandler((raw: Error & { code?: string; statusCode?: number }, req, reply) => {
     const err = normalize(raw);
-    if (!isAppError(err)) ctx.logger.error({ err: raw, url: req.url, method: req.method }, 'request failed');
     const { status, body } = apiErrors(err);
+    if (!isAppError(err) || status >= 500) ctx.logger.error({ err: raw, url: req.url, method: req.method, status }, 'request failed');
     if (req.url.startsWith('/api/')) return reply.code(status).type('application/json').send(body);
     return reply.code(status).type('text/html; charset=utf-8').send(renderErrorPage(status, body.errors[0]?.detail ?? 'error'));
   });

@@ -29,6 +29,8 @@ export interface TestPanel {
 
 export interface TestPanelOptions {
   mail?: { host: string; port: number };
+  /** More top-level config lines (YAML). */
+  extra?: string;
 }
 
 /** Starts a panel and waits until it listens. */
@@ -39,7 +41,7 @@ export async function startPanel(opts: TestPanelOptions = {}): Promise<TestPanel
   const volumesDir = join(dir, 'volumes');
   const config = join(dir, 'panel.yaml');
   const mail = opts.mail === undefined ? '' : `mail:\n  host: 127.0.0.1\n  port: ${opts.mail.port}\n  from: panel@example.test\n`;
-  writeFileSync(config, `listen: 127.0.0.1:${port}\nbase_url: ${url}\ndata_dir: ${join(dir, 'data')}\nvolumes_dir: ${volumesDir}\n${mail}logging:\n  console: true\n  level: info\n`);
+  writeFileSync(config, `listen: 127.0.0.1:${port}\nbase_url: ${url}\ndata_dir: ${join(dir, 'data')}\nvolumes_dir: ${volumesDir}\n${mail}${opts.extra ?? ''}logging:\n  console: true\n  level: info\n`);
   const daemon = startHostkit(['panel', 'serve', '--config', config]);
   await daemon.waitFor(/panel listening/);
   const cli = (...args: string[]): RunResult => runHostkit(['panel', ...args, '--config', config]);
