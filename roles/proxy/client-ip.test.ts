@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createClientIpResolver, parseForwardedEntry } from './client-ip.ts';
-import { createIpMatcher } from './ip-match.ts';
+import { createIpMatcher } from '../../src/lib/ip-match.ts';
 
 test('X-Forwarded-For entries: plain, with ports, bracketed, quoted, IPv4-mapped; garbage refused', () => {
   const cases: [string, string | undefined][] = [

@@ -5,7 +5,7 @@
  * entry, then X-Real-Ip, then the peer.
  */
 import { isIP } from 'node:net';
-import { plainIp, type IpMatcher } from './ip-match.ts';
+import { plainIp, type IpMatcher } from '../../src/lib/ip-match.ts';
 
 /** Resolves the client IP of one request from its peer address and inbound headers. */
 export type ClientIpResolver = (peer: string, xForwardedFor: string | string[] | undefined, xRealIp: string | string[] | undefined) => string;

@@ -6,7 +6,7 @@
 import type { SecureContext } from 'node:tls';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
 import { createClientIpResolver, type ClientIpResolver } from './client-ip.ts';
-import { createIpMatcher } from './ip-match.ts';
+import { createIpMatcher } from '../../src/lib/ip-match.ts';
 import type { Origin, OriginPools } from './origin-pools.ts';
 import { createOriginHeaders, type OriginHeaderBuilder } from './origin-headers.ts';
 import { createSiteBodyPhase, createSitePipeline, type Check, type PipelineServices } from './pipeline.ts';

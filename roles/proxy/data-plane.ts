@@ -18,7 +18,7 @@ import { checkBody, runBodyCheck } from './body-inspect.ts';
 import { forwardRequest } from './forward.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
-import { plainIp } from './ip-match.ts';
+import { plainIp } from '../../src/lib/ip-match.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import type { PipelineServices } from './pipeline.ts';
 import type { PlaneRequestEvent, RequestEventSink } from './recent-events.ts';

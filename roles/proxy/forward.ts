@@ -9,7 +9,7 @@
 import type { BodyPrefix } from './body-inspect.ts';
 import { headerList, type ResponseHead } from './http1-parse.ts';
 import type { CompiledSite } from './compiled-site.ts';
-import { plainIp } from './ip-match.ts';
+import { plainIp } from '../../src/lib/ip-match.ts';
 import { ORIGIN_ERRORS, type Exchange, type OriginBody, type OriginError, type OriginHandler } from './origin-client.ts';
 import type { Origin } from './origin-pools.ts';
 import type { ProxyEndpoints } from './proxy-protocol.ts';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createIpMatcher } from './ip-match.ts';
+import { createIpMatcher } from '../../src/lib/ip-match.ts';
 import { createOriginHeaders } from './origin-headers.ts';
 
 const RAW = ['Host', 'a.example:8080', 'Connection', 'keep-alive, X-Hop', 'X-Hop', '1', 'Keep-Alive', '5', 'TE', 'trailers', 'Expect', '100-continue', 'X-Forwarded-For', '1.1.1.1', 'x-forwarded-for', '2.2.2.2', 'X-Real-Ip', '6.6.6.6', 'Forwarded', 'for=6.6.6.6', 'Cookie', 'a=1', 'Content-Length', '3'];

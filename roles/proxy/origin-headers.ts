@@ -7,7 +7,7 @@
  */
 import { isIP } from 'node:net';
 import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
-import { plainIp, type IpMatcher } from './ip-match.ts';
+import { plainIp, type IpMatcher } from '../../src/lib/ip-match.ts';
 
 export type ForwardMode = 'none' | 'x_forwarded_for' | 'x_real_ip' | 'forwarded' | 'custom';
 

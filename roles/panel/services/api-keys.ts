@@ -3,8 +3,9 @@
  * on /api/application. A key is `hkc_` or `hka_` + a 16-character identifier + a 32-character
  * secret; only the secret's SHA-256 is stored, so the full key is shown once at creation.
  */
-import { isIP } from 'node:net';
 import { AppError } from '../../../src/core/app-error.ts';
+import { isIpOrCidr } from '../../../src/core/config-checks.ts';
+import { createIpMatcher, plainIp } from '../../../src/lib/ip-match.ts';
 import { randomAlnum, sameDigest, sha256 } from '../auth/secrets.ts';
 import type { PanelContext } from '../context.ts';
 import type { ApiKeyRow, UserRow } from '../store/records.ts';
@@ -16,7 +17,7 @@ const LAST_USED_EVERY_MS = 60_000;
 const PREFIX: Record<KeyType, string> = { client: 'hkc_', application: 'hka_' };
 
 const validateKey = createValidator<{ memo?: string; allowed_ips?: string[] }>({
-  properties: { memo: { type: 'string', maxLength: 500 }, allowed_ips: { type: 'array', maxItems: 50, items: { type: 'string', maxLength: 45 } } },
+  properties: { memo: { type: 'string', maxLength: 500 }, allowed_ips: { type: 'array', maxItems: 50, items: { type: 'string', maxLength: 49 } } },
 });
 
 /** Creates a key for a user; application keys need a root admin. Returns the row and the full key. */
@@ -24,7 +25,7 @@ export async function createApiKey(ctx: PanelContext, userId: number, type: KeyT
   const v = validateKey(input);
   const user = found(await ctx.store.users.find(userId), 'user');
   if (type === 'application' && user.root_admin !== 1) throw new AppError('ERR_FORBIDDEN', 'application API keys can only belong to root administrators', { status: 403 });
-  for (const ip of v.allowed_ips ?? []) if (isIP(ip) === 0) throw new AppError('ERR_VALIDATION', `allowed_ips: ${ip} is not an IP address`, { status: 422, cause: { field: 'allowed_ips' } });
+  for (const ip of v.allowed_ips ?? []) if (!isIpOrCidr(ip)) throw new AppError('ERR_VALIDATION', `allowed_ips: ${ip} is not an IP address or CIDR range`, { status: 422, cause: { field: 'allowed_ips' } });
   const identifier = randomAlnum(16);
   const secret = randomAlnum(32);
   const key = await ctx.store.apiKeys.insert({
@@ -50,7 +51,7 @@ export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: 
   const key = await ctx.store.apiKeys.findBy({ identifier: bearer.slice(prefix.length, prefix.length + 16), key_type: type });
   if (key === undefined || !sameDigest(key.token_hash, sha256(bearer.slice(prefix.length + 16)))) return undefined;
   const allowed = JSON.parse(key.allowed_ips) as string[];
-  if (allowed.length > 0 && !allowed.includes(ip.replace(/^::ffff:/, ''))) return undefined;
+  if (allowed.length > 0 && !createIpMatcher(allowed)(plainIp(ip))) return undefined;
   const user = await ctx.store.users.find(key.user_id);
   if (user === undefined || (type === 'application' && user.root_admin !== 1)) return undefined;
   if (key.last_used_at === null || Date.now() - Date.parse(key.last_used_at) >= LAST_USED_EVERY_MS) await ctx.store.apiKeys.update(key.id, { last_used_at: now() });

@@ -30,7 +30,7 @@ export function registerAdminApiKeys(admin: FastifyInstance, ctx: PanelContext):
       html`<div class="grid">${selectField(form, 'key_type', 'Type', [
         { value: 'application', label: 'Application (/api/application: manage the panel)' },
         { value: 'client', label: 'Client (/api/client: act as you on your servers)' },
-      ])}${inputField(form, 'memo', 'Description')}${inputField(form, 'allowed_ips', 'Allowed IPs', { placeholder: '203.0.113.5, 2001:db8::1', help: 'Blank = any address.' })}</div><div class="actions"><button type="submit">Create key</button></div>`,
+      ])}${inputField(form, 'memo', 'Description')}${inputField(form, 'allowed_ips', 'Allowed IPs', { placeholder: '203.0.113.5, 198.51.100.0/24, 2001:db8::1', help: 'Addresses or CIDR ranges; blank = any address.' })}</div><div class="actions"><button type="submit">Create key</button></div>`,
     )}</div>`;
     return sendPage(req, reply, { title: 'API keys', body, status: o.status, notices: o.notices });
   };

@@ -8,11 +8,11 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { startPanel, type TestPanel } from './harness.ts';
 
-/** A client key of a new user that only works from 203.0.113.9. */
+/** A client key of a new user that only works from 203.0.113.0/24. */
 async function keyFor203(panel: TestPanel, user: string): Promise<string> {
   panel.createUser(user);
   const key = panel.createKey(user, 'client');
-  const made = await panel.api(key, 'POST', '/api/client/account/api-keys', { description: 'from the office', allowed_ips: ['203.0.113.9'] });
+  const made = await panel.api(key, 'POST', '/api/client/account/api-keys', { description: 'from the office', allowed_ips: ['203.0.113.0/24'] });
   assert.equal(made.status, 201, made.text);
   return (made.body as { meta: { secret_token: string } }).meta.secret_token;
 }

@@ -1,6 +1,7 @@
 /**
- * IP/CIDR lists (trusted proxies now, ACLs and bans in part 2) compiled into node's BlockList,
- * which matches IPv4, IPv6 and IPv4-mapped IPv6 addresses against both families of rules.
+ * IP/CIDR lists (the proxy's trusted proxies, ACLs and bans; the panel's API key allowed_ips)
+ * compiled into node's BlockList, which matches IPv4, IPv6 and IPv4-mapped IPv6 addresses against
+ * both families of rules.
  */
 import { BlockList, isIP } from 'node:net';
 
