@@ -15,7 +15,7 @@ import { hostVethOf, readCounters } from '../../src/lib/veth.ts';
 import { createLocalApi } from './api.ts';
 import { loadBandwidthdConfig } from './config.ts';
 import { createDaemon } from './daemon.ts';
-import { acquireLock, writePidFile } from './lock.ts';
+import { acquireLock, writePidFile } from '../../src/lib/instance-lock.ts';
 import { createNotifier } from './notifier.ts';
 import { openBandwidthdStore } from './store.ts';
 
@@ -40,7 +40,7 @@ export function restartOnly(a: BandwidthdConfig, b: BandwidthdConfig): string[] 
  */
 export async function serveBandwidthd(configPath: string): Promise<void> {
   const { config, warnings } = loadBandwidthdConfig(configPath);
-  const lock = acquireLock(config.general.lock_file);
+  const lock = acquireLock(config.general.lock_file, 'bandwidth daemon');
   const logger = createLogger({ name: 'bandwidth', ...config.logging, redactKeys: ['webhook_url', 'url', 'headers'] });
   for (const w of warnings) logger.warn(`${configPath}: ${w}`);
   const shutdown = createShutdown({ logger });

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals } from '../../src/core/shutdown.ts';
+import { acquireLock } from '../../src/lib/instance-lock.ts';
 import { claimSocketPath, restrictSocket } from '../../src/lib/local-socket.ts';
 import { createTrafficControl } from '../../src/lib/tc.ts';
 import { createAgent } from './agent.ts';
@@ -23,37 +24,49 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
   const shutdown = createShutdown({ logger });
   shutdown.add('logger', () => logger.close());
 
-  const token = readFileSync(config.panel.token_file, 'utf8').trim();
-  const store = openAgentStore(config.database);
-  shutdown.add('store', () => store.close());
-  const tc = config.traffic_control.enabled ? createTrafficControl({ logger }) : null;
-  if (!tc) logger.warn('traffic_control.enabled is false: usage is measured and reported, nothing is shaped');
-  const agent = createAgent({
-    config,
-    store,
-    // Like every Docker client, DOCKER_HOST names another engine (the spec has no key for it).
-    containers: createDockerView({ endpoint: process.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock', watchEvents: config.docker.watch_events, logger }),
-    tc,
-    panel: createPanelClient({ url: config.panel.url, token }),
-    logger,
-    tokenFile: config.panel.token_file,
-  });
-  shutdown.add('agent', () => agent.stop());
+  try {
+    // One agent per store: a second one on the same database would keep its own limits and
+    // counters and write them over the first one's.
+    if (config.database.path !== ':memory:') {
+      const lock = acquireLock(`${config.database.path}.lock`, 'bandwidth-node');
+      shutdown.add('lock', () => lock.release());
+    }
+    const token = readFileSync(config.panel.token_file, 'utf8').trim();
+    const store = openAgentStore(config.database);
+    shutdown.add('store', () => store.close());
+    const tc = config.traffic_control.enabled ? createTrafficControl({ logger }) : null;
+    if (!tc) logger.warn('traffic_control.enabled is false: usage is measured and reported, nothing is shaped');
+    const agent = createAgent({
+      config,
+      store,
+      // Like every Docker client, DOCKER_HOST names another engine (the spec has no key for it).
+      containers: createDockerView({ endpoint: process.env['DOCKER_HOST'] ?? 'unix:///var/run/docker.sock', watchEvents: config.docker.watch_events, logger }),
+      tc,
+      panel: createPanelClient({ url: config.panel.url, token }),
+      logger,
+      tokenFile: config.panel.token_file,
+    });
+    shutdown.add('agent', () => agent.stop());
 
-  await claimSocketPath(config.general.socket_path, 'bandwidth-node');
-  const local = createNodeApi(agent, { logger });
-  await local.listen({ path: config.general.socket_path });
-  restrictSocket(config.general.socket_path);
-  shutdown.add('local socket', () => local.close());
+    await claimSocketPath(config.general.socket_path, 'bandwidth-node');
+    const local = createNodeApi(agent, { logger });
+    await local.listen({ path: config.general.socket_path });
+    restrictSocket(config.general.socket_path);
+    shutdown.add('local socket', () => local.close());
 
-  if (config.api.enabled) {
-    const api = createNodeApi(agent, { token: () => token, logger });
-    await api.listen({ host: config.api.listen, port: config.api.port });
-    shutdown.add('node API', () => api.close());
-    logger.info({ listen: `${config.api.listen}:${config.api.port}` }, 'node API listening');
-  } else {
-    logger.warn('api.enabled is false: the panel cannot pull stats, push limits or unthrottle');
+    if (config.api.enabled) {
+      const api = createNodeApi(agent, { token: () => token, logger });
+      await api.listen({ host: config.api.listen, port: config.api.port });
+      shutdown.add('node API', () => api.close());
+      logger.info({ listen: `${config.api.listen}:${config.api.port}` }, 'node API listening');
+    } else {
+      logger.warn('api.enabled is false: the panel cannot pull stats, push limits or unthrottle');
+    }
+    exitOnSignals(shutdown);
+    await agent.start();
+  } catch (err) {
+    // Close what was opened (the local socket above all) so the process exits and systemd restarts it.
+    await shutdown.run('start failed');
+    throw err;
   }
-  exitOnSignals(shutdown);
-  await agent.start();
 }

@@ -3,17 +3,20 @@
  * when the daemon runs as root), and the client the CLI commands use to call it.
  */
 import { request } from 'node:http';
-import { chmodSync, existsSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect } from 'node:net';
 import { dirname } from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 
 /**
- * Prepares `path` for listening: refuses when another daemon answers on it, removes a stale
- * socket left by a crash, creates the directory. Runs once at daemon start, before listen().
+ * Prepares `path` for listening: refuses when another daemon answers on it or when it is not a
+ * socket, removes a stale socket left by a crash, creates the directory. Runs once at daemon
+ * start, before listen().
  */
 export async function claimSocketPath(path: string, what: string): Promise<void> {
   if (existsSync(path)) {
+    // Only a socket is ever removed: a typo must not delete a token file or a database.
+    if (!lstatSync(path).isSocket()) throw new Error(`${path} exists and is not a socket: the socket path must name a file of its own`);
     const alive = await new Promise<boolean>((resolve) => {
       const s = connect(path);
       s.once('connect', () => {
