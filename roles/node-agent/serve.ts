@@ -63,6 +63,7 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
       logger.warn('api.enabled is false: the panel cannot pull stats, push limits or unthrottle');
     }
     exitOnSignals(shutdown);
+    process.on('SIGHUP', () => logger.warn('the node agent reads its config at start only: restart it to apply changes'));
     await agent.start();
   } catch (err) {
     // Close what was opened (the local socket above all) so the process exits and systemd restarts it.

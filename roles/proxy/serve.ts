@@ -318,6 +318,11 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
     }
   };
   const watcher = watchConfigFiles({ dirs: [root, runtime.state.sitesDir], onChange: reload, logger });
+  // `kill -HUP` reloads, as nginx does (the watcher already does on every change; this also
+  // re-reads certificates).
+  const onHangup = (): void => reload('SIGHUP', true);
+  process.on('SIGHUP', onHangup);
+  shutdown.add('SIGHUP', () => process.removeListener('SIGHUP', onHangup));
   shutdown.add('file watch', () => watcher.close());
   const certTimer = setInterval(() => reload('hourly certificate rebuild', true), CERT_REBUILD_MS);
   certTimer.unref();

@@ -1,7 +1,7 @@
 /**
  * How `bandwidth-node serve` refuses to start: a node API it cannot listen on ends the process
  * (exit 1, its local socket closed, so systemd restarts it), a second agent on the same store is
- * refused, and a socket path naming a file that is not a socket is refused, never deleted.
+ * refused, SIGHUP does not stop it, and a socket path naming a file that is not a socket is refused, never deleted.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -60,6 +60,9 @@ test('a second agent on the same database is refused, whatever its socket and po
     assert.equal(r.code, 1);
     assert.match(r.stderr, /another bandwidth-node is already running \(pid \d+ holds .*agent\.db\.lock\)/);
     assert.equal(existsSync(join(twin.dir, 'agent.sock')), false);
+    // A hangup (a closed terminal, a habit from other daemons) is not a stop.
+    agent.child.kill('SIGHUP');
+    await agent.waitFor(/reads its config at start only/);
   } finally {
     assert.equal(await agent.stop('SIGTERM'), 0);
   }

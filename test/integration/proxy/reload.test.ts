@@ -167,6 +167,12 @@ test('2,000 requests during a stream of reloads (changed, rewritten in place, br
   assert.ok(reloads >= 5, `at least 5 reloads happened during the load (${reloads})`);
 });
 
+test('SIGHUP reloads like nginx, and the proxy keeps serving', async () => {
+  proxy.child.kill('SIGHUP');
+  await proxy.waitFor(/"reason":"SIGHUP".*"msg":"configuration applied"/);
+  assert.equal((await get('blog.test')).status, 200);
+});
+
 test('RUST_LOG overrides log_level', async () => {
   const quiet = await makeRoot({ global: { log_level: 'error' }, sites: { 's.yaml': { id: 's', hostnames: ['s.test'], origin: { url: a.url } } } });
   const loud = await startProxy(quiet, { env: { RUST_LOG: 'hyper=warn,osproxy=debug' } });
