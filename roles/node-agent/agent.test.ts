@@ -158,3 +158,31 @@ test('the store survives a reopen: counters, limits, flags and overrides', async
   await agent.stop();
   store.close();
 });
+
+test('history: hour and day buckets agree in a zone offset by half an hour', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const store = openAgentStore({ path: join(dir, 'agent.db') });
+  const HOUR = 3_600_000;
+  // 2026-11-27 in Asia/Kolkata (UTC+5:30) starts at 2026-11-26T18:30Z.
+  const dayStart = Date.parse('2026-11-26T18:30:00Z');
+  const t = dayStart + 5 * HOUR;
+  const hours = [dayStart - 30 * 60_000, dayStart + 30 * 60_000, dayStart + 150 * 60_000]; // 18:00Z straddles the boundary
+  store.saveCycle([], hours.map((hour, i) => ({ uuid: UUID, hour, rx: 1000 * (i + 1), tx: 0 })), []);
+  const agent = createAgent({
+    config: { ...config(dir), timezone: 'Asia/Kolkata' },
+    store,
+    tc: null,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: createPanelClient({ url: 'http://127.0.0.1:9', token: TOKEN }),
+    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
+    now: () => t,
+  });
+  const byHour = agent.history(UUID, 'day', 'hour');
+  const byDay = agent.history(UUID, 'day', 'day');
+  const sum = (points: { rx_bytes: number }[]): number => points.reduce((a, p) => a + p.rx_bytes, 0);
+  assert.equal(byHour[0]?.t, '2026-11-26T19:00:00.000Z', 'the first whole hour of the day');
+  assert.deepEqual(byDay, [{ t: '2026-11-26T18:30:00.000Z', rx_bytes: 5000, tx_bytes: 0 }]);
+  assert.equal(sum(byHour), sum(byDay));
+  store.close();
+});

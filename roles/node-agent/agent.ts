@@ -464,11 +464,14 @@ export function createAgent(deps: AgentDeps): Agent {
     const t = now();
     const zone = tz();
     const from = periodStart(t, period, zone);
-    const rows = store.hourly(uuid, Math.floor(from / HOUR) * HOUR);
+    // Usage is kept per UTC hour, and an hour belongs to the day it starts in: in a zone offset
+    // by half an hour the hour a day starts in is the previous day's, in both bucket sizes.
+    const firstHour = Math.ceil(from / HOUR) * HOUR;
+    const rows = store.hourly(uuid, firstHour);
     const points: { t: string; rx_bytes: number; tx_bytes: number }[] = [];
     if (bucket === 'hour') {
       const byHour = new Map(rows.map((r) => [r.hour, r]));
-      for (let h = Math.floor(from / HOUR) * HOUR; h <= t; h += HOUR) {
+      for (let h = firstHour; h <= t; h += HOUR) {
         const r = byHour.get(h);
         points.push({ t: new Date(h).toISOString(), rx_bytes: r?.rx ?? 0, tx_bytes: r?.tx ?? 0 });
       }
