@@ -117,6 +117,13 @@ test('${ENV} references are expanded; unknown ones stay literal', () => {
   assert.deepEqual(unset.warnings, ['/name: environment variable HK_TEST_UNSET_VAR is not set; ${HK_TEST_UNSET_VAR} stays literal']);
 });
 
+test('a whole ${ENV} reference to a number or boolean field takes that type', () => {
+  const schema: SchemaNode = { type: 'object', properties: { port: { type: 'integer' }, on: { type: 'boolean' }, name: { type: 'string' }, ports: { type: 'array', items: { type: 'integer' } } } };
+  const env = { P: '8480', B: 'true', N: '0042', X: 'eighty' };
+  assert.deepEqual(expandEnv({ port: '${P}', on: '${B}', name: '${N}', ports: ['${P}', '${X}'] }, env, schema), { port: 8480, on: true, name: '0042', ports: [8480, 'eighty'] });
+  assert.deepEqual(expandEnv({ port: 'x${P}' }, env, schema), { port: 'x8480' }, 'only a whole reference is typed');
+});
+
 test('YAML syntax errors name the line; a missing file is one clear problem', () => {
   assert.throws(() => loadConfigText('a: [1, 2\n', 'x.yaml', spec), (err: unknown) => err instanceof ConfigError && /line \d+/.test(err.problems[0]?.message ?? ''));
   assert.throws(() => loadConfigText('- 1\n- 2\n', 'x.yaml', spec), /mapping/);

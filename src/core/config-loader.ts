@@ -112,7 +112,7 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
   if (typeof data !== 'object' || Array.isArray(data)) {
     throw new ConfigError(source, [{ path: '', message: 'the file must hold a mapping of keys' }]);
   }
-  data = expandEnv(data);
+  data = expandEnv(data, process.env, spec.schema);
   const warnings: string[] = [];
   walkKeys(data, spec.schema, '', warnings);
   walkUnresolvedEnv(data, '', warnings);
@@ -131,16 +131,35 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
 }
 
 const ENV_REF = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
+const WHOLE_ENV_REF = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/;
 
-/** Replaces `${NAME}` in every string with the variable's value; unknown variables stay literal. */
-export function expandEnv<T>(value: T, env: NodeJS.ProcessEnv = process.env): T {
+/**
+ * A value that is one whole reference, where the schema wants a number or a boolean, takes that
+ * type when the variable's text is one (`port: ${PORT}`); anything else stays text for the
+ * schema to refuse.
+ */
+function typedValue(text: string, schema: SchemaNode | undefined): unknown {
+  const types = [schema?.type ?? []].flat();
+  if ((types.includes('integer') || types.includes('number')) && /^-?\d+(\.\d+)?$/.test(text.trim())) return Number(text.trim());
+  if (types.includes('boolean') && (text.trim() === 'true' || text.trim() === 'false')) return text.trim() === 'true';
+  return text;
+}
+
+/**
+ * Replaces `${NAME}` in every string with the variable's value; unknown variables stay literal.
+ * With the schema, a whole-value reference to a number or boolean field takes that type.
+ */
+export function expandEnv<T>(value: T, env: NodeJS.ProcessEnv = process.env, schema?: SchemaNode): T {
   if (typeof value === 'string') {
-    return value.replace(ENV_REF, (whole, name: string) => env[name] ?? whole) as T;
+    const whole = WHOLE_ENV_REF.exec(value)?.[1];
+    const set = whole === undefined ? undefined : env[whole];
+    if (set !== undefined) return typedValue(set, schema) as T;
+    return value.replace(ENV_REF, (ref, name: string) => env[name] ?? ref) as T;
   }
-  if (Array.isArray(value)) return value.map((v) => expandEnv(v, env)) as T;
+  if (Array.isArray(value)) return value.map((v) => expandEnv(v, env, schema?.items)) as T;
   if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
     const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env);
+    for (const [k, v] of Object.entries(value)) out[k] = expandEnv(v, env, schema?.properties?.[k]);
     return out as T;
   }
   return value;
