@@ -1,11 +1,11 @@
 /**
- * Single instance through `general.lock_file`: a file created with O_EXCL that holds the owner's
- * pid. Node has no flock(2), and a plain O_EXCL file outlives a crash, so a lock whose pid is no
+ * Single instance through a lock file (bandwidthd's `general.lock_file`, the node agent's
+ * `<database.path>.lock`): a file created with O_EXCL that holds the owner's pid. Node has no flock(2), and a plain O_EXCL file outlives a crash, so a lock whose pid is no
  * longer alive (or is our own pid from an earlier life in the same pid namespace) is taken over.
  */
 import { closeSync, openSync, readFileSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { makeDirs } from '../../src/lib/make-dirs.ts';
+import { makeDirs } from './make-dirs.ts';
 
 /** Whether a process with this pid exists (EPERM means it exists but belongs to someone else). */
 export function pidAlive(pid: number): boolean {
@@ -34,9 +34,9 @@ export interface InstanceLock {
 
 /**
  * Runs once at daemon start, before anything else touches shared state. Returns the held lock;
- * throws naming the holder when a live process owns it.
+ * throws naming the holder (`another <what> is already running`) when a live process owns it.
  */
-export function acquireLock(path: string, pid: number = process.pid): InstanceLock {
+export function acquireLock(path: string, what: string, pid: number = process.pid): InstanceLock {
   makeDirs(dirname(path));
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
@@ -65,7 +65,7 @@ export function acquireLock(path: string, pid: number = process.pid): InstanceLo
       const holder = readPid(path);
       // An empty file is a holder between open and write: give it a moment by retrying.
       if (holder !== undefined && holder !== pid && pidAlive(holder)) {
-        throw new Error(`another bandwidth daemon is already running (pid ${holder} holds ${path})`);
+        throw new Error(`another ${what} is already running (pid ${holder} holds ${path})`);
       }
       try {
         unlinkSync(path);
