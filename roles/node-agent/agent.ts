@@ -274,6 +274,8 @@ export function createAgent(deps: AgentDeps): Agent {
   function noteTokenRejected(err: unknown): void {
     if (err instanceof PanelError && err.status === 401) {
       logger.error(`token rejected: put the new token in ${deps.tokenFile} and restart`);
+    } else if (err instanceof PanelError && err.status === 404 && err.code === 'ERR_NODE_NOT_FOUND') {
+      logger.error(`this node was deleted in the panel: pair the agent again with a new node's token in ${deps.tokenFile} and restart`);
     }
     panelState.last_error = errorMessage(err);
   }

@@ -1385,7 +1385,7 @@ export interface EnforcementEvent {
    */
   message: string;
   /**
-   * RFC 3339 timestamp
+   * RFC 3339 timestamp (the panel also checks the day against its month)
    */
   occurred_at: string;
 }
@@ -1487,11 +1487,11 @@ export interface HeartbeatRequest {
    */
   containers?: number;
   /**
-   * node inbound rate (bytes/sec); the agent rounds to an integer
+   * node inbound rate (bytes/sec); numeric (spec/1 §2.7), the agent rounds to an integer and so does the panel; at most 2^53-1
    */
   rx_rate_bps?: number;
   /**
-   * node outbound rate (bytes/sec); the agent rounds to an integer
+   * node outbound rate (bytes/sec); numeric (spec/1 §2.7), the agent rounds to an integer and so does the panel; at most 2^53-1
    */
   tx_rate_bps?: number;
   /**

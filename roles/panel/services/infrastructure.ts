@@ -97,10 +97,21 @@ export async function nodeByToken(ctx: PanelContext, token: string): Promise<Nod
   return node !== undefined && sameDigest(node.token_hash, sha256(token)) ? node : undefined;
 }
 
+/**
+ * True when the token belonged to a node that was deleted (its hash is kept in
+ * deleted_node_tokens): the node-facing API answers 404 ERR_NODE_NOT_FOUND instead of 401.
+ */
+export async function isDeletedNodeToken(ctx: PanelContext, token: string): Promise<boolean> {
+  if (!/^[0-9a-f]{64}$/.test(token)) return false;
+  const hash = sha256(token);
+  return (await ctx.store.deletedNodeTokens.all({ token_id: token.slice(0, 16) })).some((r) => sameDigest(r.token_hash, hash));
+}
+
+/** Deletes a node without servers; its token is remembered as a deleted node's (hashed), see isDeletedNodeToken. */
 export async function deleteNode(ctx: PanelContext, id: number): Promise<void> {
   found(await ctx.store.nodes.find(id), 'node');
   if ((await ctx.store.servers.findBy({ node_id: id })) !== undefined) throw new AppError('ERR_NODE_HAS_SERVERS', 'cannot delete a node that still has servers', { status: 409 });
-  await ctx.store.nodes.remove(id);
+  await ctx.store.deleteNode(id, now());
 }
 
 export function nodeAttributes(n: NodeRow): Record<string, unknown> {

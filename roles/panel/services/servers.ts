@@ -9,7 +9,7 @@ import { isAppError } from '../../../src/core/app-error.ts';
 import type { PanelContext } from '../context.ts';
 import type { ServerRow } from '../store/records.ts';
 import { created, found, now } from './records.ts';
-import { COUNT, createValidator, ID, NAME, TEXT, validationError } from './validation.ts';
+import { COUNT, createValidator, ID, NAME, TEXT, problemsOf, validationError, type FieldProblem } from './validation.ts';
 
 const limitProps = {
   memory: COUNT,
@@ -38,9 +38,32 @@ const validateCreate = createValidator<ServerInput>({ required: ['name', 'owner_
 const validateDetails = createValidator<Partial<ServerInput>>({ properties: { name: NAME, description: TEXT, owner_id: ID } });
 const validateBuild = createValidator<Partial<ServerInput>>({ properties: { allocation_id: ID, ...limitProps } });
 
-/** Creates a server on the node of its allocation; fails with ERR_VALIDATION when the allocation is taken. */
+/**
+ * The core's validation of a create request plus every addon's `serverInput` check, before
+ * anything is written: returns the core's (defaulted) input, or throws one ERR_VALIDATION naming
+ * every bad field of both.
+ */
+async function validateWithAddons<T>(ctx: PanelContext, input: unknown, validate: (input: unknown) => T): Promise<T> {
+  const problems: FieldProblem[] = [];
+  let v: T | undefined;
+  try {
+    v = validate(input);
+  } catch (err) {
+    if (!isAppError(err, 'ERR_VALIDATION')) throw err;
+    problems.push(...problemsOf(err));
+  }
+  const raw = (typeof input === 'object' && input !== null && !Array.isArray(input) ? input : {}) as Record<string, unknown>;
+  for (const check of ctx.hooks.serverInput ?? []) problems.push(...(await check(raw)));
+  if (problems.length > 0 || v === undefined) throw validationError(problems);
+  return v;
+}
+
+/**
+ * Creates a server on the node of its allocation; fails with ERR_VALIDATION (nothing written) when
+ * the input or an addon's fields are invalid, or when the allocation is taken.
+ */
 export async function createServer(ctx: PanelContext, input: unknown): Promise<ServerRow> {
-  const v = validateCreate(input);
+  const v = await validateWithAddons(ctx, input, validateCreate);
   found(await ctx.store.users.find(v.owner_id), 'user');
   const egg = found(await ctx.store.eggs.find(v.egg_id), 'egg');
   const allocation = found(await ctx.store.allocations.find(v.allocation_id), 'allocation');
@@ -84,7 +107,7 @@ export async function createServer(ctx: PanelContext, input: unknown): Promise<S
 }
 
 /** Runs an addon hook list; a failing hook is logged and never undoes the core change. */
-async function runHooks<K extends keyof PanelContext['hooks']>(ctx: PanelContext, name: K, server: ServerRow, run: (hook: PanelContext['hooks'][K][number]) => Promise<void> | void): Promise<void> {
+async function runHooks<K extends 'serverSuspension' | 'serverCreated' | 'serverDeleted'>(ctx: PanelContext, name: K, server: ServerRow, run: (hook: PanelContext['hooks'][K][number]) => Promise<void> | void): Promise<void> {
   for (const hook of ctx.hooks[name]) {
     try {
       await run(hook);

@@ -166,4 +166,21 @@ export const CORE_MIGRATIONS: readonly Migration[] = [
       CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
     `,
   },
+  {
+    // A deleted node's agent is told its node is gone (spec/1 §7 ERR_NODE_NOT_FOUND), not that its
+    // token is wrong: the token's lookup id and hash outlive the node (never the token itself).
+    version: 2,
+    name: 'deleted node tokens',
+    up: `
+      CREATE TABLE deleted_node_tokens (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        node_id INTEGER NOT NULL,
+        node_name TEXT NOT NULL,
+        token_id TEXT NOT NULL,
+        token_hash TEXT NOT NULL,
+        deleted_at TEXT NOT NULL
+      );
+      CREATE INDEX deleted_node_tokens_token ON deleted_node_tokens(token_id);
+    `,
+  },
 ];

@@ -55,6 +55,9 @@ export type NodeRow = {
   updated_at: string;
 };
 
+/** The pairing token of a deleted node (its lookup id and SHA-256 hash), kept so its agent gets ERR_NODE_NOT_FOUND. */
+export type DeletedNodeTokenRow = { id: number; node_id: number; node_name: string; token_id: string; token_hash: string; deleted_at: string };
+
 export type AllocationRow = { id: number; node_id: number; ip: string; port: number; ip_alias: string | null; notes: string | null; server_id: number | null };
 
 export type NestRow = { id: number; uuid: string; author: string; name: string; description: string; created_at: string; updated_at: string };

@@ -10,6 +10,7 @@ import type {
   ActivityRow,
   AllocationRow,
   ApiKeyRow,
+  DeletedNodeTokenRow,
   EggRow,
   LocationRow,
   NestRow,
@@ -30,6 +31,7 @@ export interface PanelStore {
   sessions: Repository<SessionRow>;
   locations: Repository<LocationRow>;
   nodes: Repository<NodeRow>;
+  deletedNodeTokens: Repository<DeletedNodeTokenRow>;
   allocations: Repository<AllocationRow>;
   nests: Repository<NestRow>;
   eggs: Repository<EggRow>;
@@ -42,6 +44,8 @@ export interface PanelStore {
    * the allocation is taken, belongs to another node or does not exist.
    */
   createServer(values: Omit<ServerRow, 'id'>): Promise<ServerRow>;
+  /** Deletes a node and records its token's id and hash in deleted_node_tokens, in one transaction; false when it did not exist. */
+  deleteNode(id: number, deletedAt: string): Promise<boolean>;
   /** Replaces a user's recovery codes (hashes) in one transaction. */
   replaceRecoveryTokens(userId: number, hashes: readonly string[], createdAt: string): Promise<void>;
   /** The SQLite driver's database, for addons' own SQLite repositories (a PostgreSQL driver has its own). */
@@ -61,6 +65,8 @@ export function openPanelStore(dataDir: string, extraMigrations: readonly Migrat
   const repo = <T extends Record<string, string | number | null>>(table: string): Repository<T> => promisify(createSqliteTable<T>(db, table));
   const serverTable = createSqliteTable<ServerRow>(db, 'servers');
   const recoveryTable = createSqliteTable<RecoveryTokenRow>(db, 'recovery_tokens');
+  const nodeTable = createSqliteTable<NodeRow>(db, 'nodes');
+  const deletedTokenTable = createSqliteTable<DeletedNodeTokenRow>(db, 'deleted_node_tokens');
   // A synchronous transaction as a promise: a thrown error becomes a rejection.
   const run = <R>(fn: () => R): Promise<R> => new Promise<R>((resolve) => resolve(database.transaction(fn)));
   return {
@@ -68,7 +74,8 @@ export function openPanelStore(dataDir: string, extraMigrations: readonly Migrat
     recoveryTokens: promisify(recoveryTable),
     sessions: repo<SessionRow>('sessions'),
     locations: repo<LocationRow>('locations'),
-    nodes: repo<NodeRow>('nodes'),
+    nodes: promisify(nodeTable),
+    deletedNodeTokens: promisify(deletedTokenTable),
     allocations: repo<AllocationRow>('allocations'),
     nests: repo<NestRow>('nests'),
     eggs: repo<EggRow>('eggs'),
@@ -84,6 +91,14 @@ export function openPanelStore(dataDir: string, extraMigrations: readonly Migrat
           if (Number(claimed.changes) !== 1) throw new AppError('ERR_VALIDATION', 'the allocation does not exist on this node or is already assigned', { status: 422, cause: { field: 'allocation_id' } });
         }
         return server;
+      });
+    },
+    deleteNode(id, deletedAt) {
+      return run(() => {
+        const node = nodeTable.find(id);
+        if (node === undefined) return false;
+        deletedTokenTable.insert({ node_id: node.id, node_name: node.name, token_id: node.token_id, token_hash: node.token_hash, deleted_at: deletedAt });
+        return nodeTable.remove(id);
       });
     },
     replaceRecoveryTokens(userId, hashes, createdAt) {

@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort, runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
-import { adminSession } from './admin-session.ts';
+import { adminSession, type AdminSession } from './admin-session.ts';
 import { bandwidthSettingsForm } from './bandwidth-settings.ts';
 import { startPanel, type TestPanel } from './harness.ts';
 
@@ -26,6 +26,7 @@ describe('panel bandwidth addon with a node agent', () => {
   let nodeId: number;
   let eggId: number;
   let ownerId: number;
+  let web: AdminSession;
   const allocations: number[] = [];
 
   const node = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: Envelope }> => {
@@ -35,6 +36,18 @@ describe('panel bandwidth addon with a node agent', () => {
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     });
     return { status: res.status, body: (await res.json()) as Envelope };
+  };
+  /** A request with a raw body (malformed JSON, a big body, an unusual content type). */
+  const raw = async (path: string, body: string, contentType: string, bearer = token): Promise<{ status: number; body: Envelope }> => {
+    const res = await fetch(`${panel.url}/api/bandwidth/node${path}`, { method: 'POST', headers: { authorization: `Bearer ${bearer}`, 'content-type': contentType }, body });
+    return { status: res.status, body: (await res.json()) as Envelope };
+  };
+  /** Creates a node through the CLI; returns its id and pairing token. */
+  const createNode = (name: string): { id: number; token: string } => {
+    const r = panel.cli('node', 'create', '--name', name, '--fqdn', '127.0.0.1', '--json');
+    assert.equal(r.code, 0, r.stderr);
+    const j = JSON.parse(r.stdout) as { attributes: { id: number }; meta: { pairing_token: string } };
+    return { id: j.attributes.id, token: j.meta.pairing_token };
   };
   const agentVersion = (): number => {
     const r = runHostkit(['node-agent', 'status', '--json', '--config', agentConfig]);
@@ -65,7 +78,7 @@ describe('panel bandwidth addon with a node agent', () => {
     const nodeJson = JSON.parse(created.stdout) as { attributes: { id: number }; meta: { pairing_token: string } };
     nodeId = nodeJson.attributes.id;
     token = nodeJson.meta.pairing_token;
-    const allocs = await panel.api(admin, 'POST', `/api/application/nodes/${nodeId}/allocations`, { ip: '127.0.0.1', ports: ['30000-30004'] });
+    const allocs = await panel.api(admin, 'POST', `/api/application/nodes/${nodeId}/allocations`, { ip: '127.0.0.1', ports: ['30000-30009'] });
     allocations.push(...(allocs.body as { data: Item[] }).data.map((a) => a.attributes.id as number));
     const nest = await panel.api(admin, 'POST', '/api/application/nests', { name: 'Games' });
     const egg = await panel.api(admin, 'POST', `/api/application/nests/${(nest.body as Item).attributes.id as number}/eggs`, { name: 'Game', docker_image: 'busybox:latest', startup: 'sh' });
@@ -112,13 +125,13 @@ describe('panel bandwidth addon with a node agent', () => {
   });
 
   it('adopts a new heartbeat interval from the settings at once, without a restart', async () => {
-    const web = await adminSession(panel.url, 'root', 'correct horse battery');
+    web = await adminSession(panel.url, 'root', 'correct horse battery');
     await bandwidthSettingsForm(web).save({ poll_interval_seconds: 15 });
     await agent.waitFor(/"heartbeat_seconds":15,"was":60,"msg":"heartbeat interval changed by the panel"/, 10_000);
     assert.equal((panel.daemon.output().match(/node node-a registered/g) ?? []).length, 1, 'the refresh is not news in the panel log');
   });
 
-  it('serves the node its own servers\' effective limits', async () => {
+  it('serves the node the effective limits of its own servers', async () => {
     const r = await node('GET', '/limits');
     assert.equal(r.status, 200);
     assert.equal(r.body.meta.code, undefined, 'no meta.code on success');
@@ -167,5 +180,133 @@ describe('panel bandwidth addon with a node agent', () => {
     assert.equal(((await panel.api(admin, 'GET', `/api/application/servers/${own.id}`)).body as Item).attributes.suspended, true);
     const again = await node('POST', '/suspend', { server_uuid: own.uuid, reason: 'tx day quota reached' });
     assert.equal(again.status, 200, 'a repeat call succeeds silently');
+  });
+
+  it('rejects an invalid bandwidth object on server create before anything is written', async () => {
+    const servers = async (): Promise<number> => ((await panel.api(admin, 'GET', '/api/application/servers')).body as { meta: { pagination: { total: number } } }).meta.pagination.total;
+    const count = await servers();
+    const version = ((await node('GET', '/limits')).body.data as { config_version: number }).config_version;
+    const body = { name: 'bad-bw', user: ownerId, egg: eggId, allocation: { default: allocations[0] } };
+    const r = await panel.api(admin, 'POST', '/api/application/servers', { ...body, bandwidth: { rx_speed_mbps: -1, exceed_action: 'boom' } });
+    assert.equal(r.status, 422, r.text);
+    const errors = (r.body as { errors: { code: string; detail: string; meta: { source_field: string } }[] }).errors;
+    assert.deepEqual(new Set(errors.map((e) => e.code)), new Set(['ValidationException']));
+    assert.deepEqual(new Set(errors.map((e) => e.meta.source_field)), new Set(['bandwidth.rx_speed_mbps', 'bandwidth.exceed_action']));
+    assert.match(errors.find((e) => e.meta.source_field === 'bandwidth.rx_speed_mbps')?.detail ?? '', /bandwidth\.rx_speed_mbps/);
+    const notObject = await panel.api(admin, 'POST', '/api/application/servers', { ...body, bandwidth: 'fast' });
+    assert.equal(notObject.status, 422, notObject.text);
+    assert.deepEqual((notObject.body as { errors: { meta: { source_field: string } }[] }).errors.map((e) => e.meta.source_field), ['bandwidth']);
+    const both = await panel.api(admin, 'POST', '/api/application/servers', { ...body, name: '', bandwidth: { tx_quota_day_gb: 1.5 } });
+    assert.equal(both.status, 422, both.text);
+    assert.deepEqual(new Set((both.body as { errors: { meta: { source_field: string } }[] }).errors.map((e) => e.meta.source_field)), new Set(['name', 'bandwidth.tx_quota_day_gb']), 'core and addon problems at once');
+    assert.equal(await servers(), count, 'no server was created');
+    assert.equal(((await node('GET', '/limits')).body.data as { config_version: number }).config_version, version, 'no limits change');
+  });
+
+  it('caps node-facing bodies at 1 MiB and answers bad content types and malformed JSON with 422', async () => {
+    const big = await raw('/heartbeat', JSON.stringify({ pad: 'x'.repeat(2 * 1024 * 1024) }), 'application/json');
+    assert.equal(big.status, 413);
+    assert.match(big.body.error ?? '', /1048576/);
+    const fits = await raw('/heartbeat', JSON.stringify({ pad: 'x'.repeat(1000 * 1024) }), 'application/json');
+    assert.equal(fits.status, 200, 'a body under 1 MiB is read');
+    const jsonx = await raw('/heartbeat', '{}', 'application/jsonx');
+    assert.equal(jsonx.status, 422);
+    assert.equal(jsonx.body.meta.code, 'ERR_VALIDATION');
+    assert.equal(jsonx.body.success, false);
+    const charset = await raw('/heartbeat', '{}', 'application/json; charset=utf-8');
+    assert.equal(charset.status, 200, 'parameters after application/json are fine');
+    const malformed = await raw('/heartbeat', '{"version":', 'application/json');
+    assert.equal(malformed.status, 422);
+    assert.equal(malformed.body.meta.code, 'ERR_VALIDATION');
+    assert.equal(malformed.body.data, null);
+  });
+
+  it('accepts heartbeat rates only as non-negative numbers within bounds (rounded), counts as integers', async () => {
+    for (const bad of ['{"rx_rate_bps":1e300}', '{"containers":1.5}', '{"rx_rate_bps":-1}', '{"containers":1e300}']) {
+      const r = await raw('/heartbeat', bad, 'application/json');
+      assert.equal(r.status, 422, bad);
+      assert.equal(r.body.meta.code, 'ERR_VALIDATION');
+      assert.match(r.body.error ?? '', /^(rx_rate_bps|tx_rate_bps|containers):/, bad);
+    }
+    assert.equal((await node('POST', '/heartbeat', { rx_rate_bps: 125_000_000, tx_rate_bps: 0.6 })).status, 200, 'rates are numeric (spec/1 §2.7)');
+  });
+
+  it('accepts only real RFC 3339 occurred_at timestamps', async () => {
+    const own = await createServer('clock');
+    const event = (occurred_at: string): unknown => ({ events: [{ server_uuid: own.uuid, type: 'restored', period: null, direction: null, message: 'clock', occurred_at }] });
+    for (const bad of ['2026-13-45T99:99:99Z', '2026-02-30T10:00:00Z', '2026-01-01T10:00:00+25:00', '2026-01-01']) {
+      const r = await node('POST', '/events', event(bad));
+      assert.equal(r.status, 422, bad);
+      assert.match(r.body.error ?? '', /^events\.0\.occurred_at:/, bad);
+    }
+    for (const good of ['2024-02-29T23:59:60Z', '2026-01-01T10:00:00.123+02:00']) assert.equal((await node('POST', '/events', event(good))).status, 200, good);
+  });
+
+  it('stores a repeated event delivery once and still counts it as accepted', async () => {
+    const own = await createServer('twice');
+    const batch = {
+      events: [
+        { server_uuid: own.uuid, type: 'throttled', period: 'day', direction: 'tx', message: 'dup-test-throttled', occurred_at: '2026-11-26T11:00:00Z' },
+        { server_uuid: own.uuid, type: 'restored', period: null, direction: null, message: 'dup-test-restored', occurred_at: '2026-11-26T12:00:00Z' },
+      ],
+    };
+    for (let i = 0; i < 2; i++) {
+      const r = await node('POST', '/events', batch);
+      assert.equal(r.status, 200);
+      assert.equal(r.body.data?.accepted, 2, 'an already stored event is accepted, so the agent stops retrying');
+    }
+    const page = (await web.get('/admin/bandwidth/events')).text;
+    assert.equal(page.match(/dup-test-throttled/g)?.length, 1);
+    assert.equal(page.match(/dup-test-restored/g)?.length, 1, 'an event without period and direction too');
+  });
+
+  it('marks a node that heartbeats without registering online', async () => {
+    const b = createNode('node-b');
+    const poll = async (): Promise<Record<string, unknown> | undefined> => (await web.json<{ nodes: Record<string, unknown>[] }>('/admin/bandwidth/nodes/poll')).nodes.find((n) => n.id === b.id);
+    assert.equal((await poll())?.online, false);
+    const r = await raw('/heartbeat', JSON.stringify({ version: '1.0.0', containers: 1 }), 'application/json', b.token);
+    assert.equal(r.status, 200);
+    const card = await poll();
+    assert.equal(card?.online, true);
+    assert.equal(typeof card?.last_seen_at, 'string');
+    assert.equal(card?.containers, 1);
+    assert.equal(card?.registered, false, 'it still never registered');
+  });
+
+  it('answers a deleted node token with 404 ERR_NODE_NOT_FOUND', async () => {
+    const c = createNode('node-c');
+    const reg = await raw('/register', JSON.stringify({ version: '1.0.0', hostname: 'h', port: 8480 }), 'application/json', c.token);
+    assert.equal(reg.status, 200);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nodes/${c.id}`)).status, 204);
+    const limits = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${c.token}` } });
+    assert.equal(limits.status, 404);
+    assert.equal(((await limits.json()) as Envelope).meta.code, 'ERR_NODE_NOT_FOUND');
+    const beat = await raw('/heartbeat', '{}', 'application/json', c.token);
+    assert.equal(beat.status, 404);
+    assert.equal(beat.body.meta.code, 'ERR_NODE_NOT_FOUND');
+    const wrong = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${'ab'.repeat(32)}` } });
+    assert.equal(wrong.status, 401, 'an unknown token is still 401');
+    // The agent of the deleted node says so, instead of asking for the new token of a node that is gone.
+    const tokenFile = join(panel.dir, 'node-c-token');
+    writeFileSync(tokenFile, `${c.token}\n`, { mode: 0o600 });
+    const config = join(panel.dir, 'agent-c.yaml');
+    writeFileSync(
+      config,
+      stringify({
+        general: { socket_path: join(panel.dir, 'agent-c.sock') },
+        logging: { console: true, file: '', level: 'info' },
+        database: { path: join(panel.dir, 'agent-c.db') },
+        api: { listen: '127.0.0.1', port: await freePort() },
+        panel: { url: panel.url, token_file: tokenFile },
+        traffic_control: { enabled: false },
+      }),
+    );
+    const agentC = startHostkit(['node-agent', 'serve', '--config', config], { env: { DOCKER_HOST: `unix://${join(panel.dir, 'no-docker.sock')}` } });
+    try {
+      await agentC.waitFor(/this node was deleted in the panel: pair the agent again with a new node's token in [^ ]+node-c-token and restart/, 10_000);
+      assert.doesNotMatch(agentC.output(), /token rejected/);
+    } finally {
+      await agentC.stop();
+    }
   });
 });

@@ -127,7 +127,7 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
       body: html`<h1>Bandwidth nodes</h1><p class="help">A node is online while its agent heartbeats or answers stats polls; it goes offline after 3 failed polls in a row or 3 poll intervals without a word. Live rates refresh every 5 seconds.</p>
         <table id="bandwidth-nodes"><tr><th>Node</th><th>State</th><th>Agent</th><th>Last seen</th><th>Servers</th><th>In</th><th>Out</th><th>Throttled</th><th>Over quota</th><th></th></tr>${cards.map(
           (c) => html`<tr data-node="${String(c.id)}"${c.online ? html` data-live-node="${String(c.id)}"` : ''}><td><a href="/admin/nodes/${String(c.id)}">${String(c.name)}</a><div class="help">${String(c.api_url ?? c.fqdn)}</div></td>
-            <td>${!c.registered ? html`<span class="badge">never registered</span>` : c.online ? html`<span class="badge green">online</span>` : html`<span class="badge red">offline</span>`}</td>
+            <td>${c.online ? html`<span class="badge green">online</span>` : !c.registered ? html`<span class="badge">never registered</span>` : html`<span class="badge red">offline</span>`}</td>
             <td>${String(c.version ?? '-')}</td><td>${String(c.last_seen_at ?? '-')}</td><td data-k="containers">${String(c.containers)}</td>
             <td data-k="rx">${formatRate(Number(c.rx_rate_bps))}</td><td data-k="tx">${formatRate(Number(c.tx_rate_bps))}</td><td data-k="throttled">${String(c.throttled)}</td><td data-k="exceeded">${String(c.quota_exceeded)}</td>
             <td>${actionButton(`/admin/nodes/${String(c.id)}/token`, csrf, 'Reset token', 'danger')}</td></tr>`,

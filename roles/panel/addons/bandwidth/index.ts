@@ -15,7 +15,7 @@ import { limitsCard, overrideForm, registerAdminPages } from './admin-pages.ts';
 import { DASHBOARD_SCRIPT } from './dashboard-script.ts';
 import { BANDWIDTH_MIGRATIONS } from './migrations.ts';
 import { registerNodeApi } from './node-api.ts';
-import { createBandwidthService } from './service.ts';
+import { bandwidthInputProblems, createBandwidthService } from './service.ts';
 import { createBandwidthStore } from './store.ts';
 
 function attach(ctx: PanelContext, panelStore: PanelStore): RunningAddon {
@@ -24,7 +24,9 @@ function attach(ctx: PanelContext, panelStore: PanelStore): RunningAddon {
   ctx.hooks.serverSuspension.push(async (server, suspended) => {
     if (!suspended) await service.undoQuotaRename(server);
   });
-  // A server given `bandwidth: {...}` at creation gets its own limits; one without follows the defaults.
+  // A server given `bandwidth: {...}` at creation gets its own limits; one without follows the
+  // defaults. The object is checked before the server is written, so a bad one creates nothing.
+  (ctx.hooks.serverInput ??= []).push((input) => bandwidthInputProblems(input.bandwidth));
   ctx.hooks.serverCreated.push(async (server, input) => {
     const bandwidth = input.bandwidth;
     if (typeof bandwidth === 'object' && bandwidth !== null) await service.saveOverride(server.id, bandwidth);

@@ -81,4 +81,17 @@ export const BANDWIDTH_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Delivery is at least once (spec/1 §4.2 rule 4, §6): a batch sent again after a lost answer
+    // must not duplicate history. An event's identity is all it says; period and direction may be
+    // NULL, which a plain unique index would treat as always distinct.
+    version: 101,
+    name: 'bandwidth events deduplicated',
+    up: `
+      DELETE FROM bandwidth_events WHERE id NOT IN (
+        SELECT MIN(id) FROM bandwidth_events GROUP BY node_id, server_uuid, type, period, direction, occurred_at, message
+      );
+      CREATE UNIQUE INDEX bandwidth_events_identity ON bandwidth_events (node_id, server_uuid, type, IFNULL(period, ''), IFNULL(direction, ''), occurred_at, message);
+    `,
+  },
 ];

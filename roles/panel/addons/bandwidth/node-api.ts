@@ -2,7 +2,8 @@
  * The panel's node-facing API (spec/1 §4.2) under `/api/bandwidth/node`: the envelope of §2.1
  * without meta.code on success, its own middleware in the order of §5 rule 2 (JSON content type,
  * a throttle that answers 429, pairing-token authentication; panel API keys are not accepted),
- * and 422 ERR_VALIDATION naming the first failing field.
+ * bodies capped at 1 MiB (§4), and 422 ERR_VALIDATION naming the first failing field for every
+ * bad body: a wrong content type and malformed JSON included, since §7 has no 400 or 415 here.
  */
 import { isIP } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -13,8 +14,9 @@ import { AppError } from '../../../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../../../src/core/version.ts';
 import { firstFailure } from '../../../../src/lib/api-envelope.ts';
 import { installEnvelope } from '../../../../src/lib/http-api.ts';
+import { MIB } from '../../../../src/lib/units.ts';
 import type { PanelContext } from '../../context.ts';
-import { nodeByToken } from '../../services/infrastructure.ts';
+import { isDeletedNodeToken, nodeByToken } from '../../services/infrastructure.ts';
 import { now } from '../../services/records.ts';
 import type { NodeRow } from '../../store/records.ts';
 import type { BandwidthService } from './service.ts';
@@ -22,6 +24,12 @@ import type { BandwidthStore } from './store.ts';
 
 /** Requests per node address per minute before 429 (spec/1 §8 leaves the threshold open). */
 export const THROTTLE_PER_MINUTE = 600;
+/** spec/1 §4 and §8: request bodies are capped at 1 MiB (the panel app's own limit is larger). */
+export const NODE_BODY_LIMIT = MIB;
+/** `application/json`, optionally with parameters (`; charset=utf-8`); `application/jsonx` is not JSON. */
+const JSON_CONTENT_TYPE = /^application\/json[ \t]*(;.*)?$/i;
+/** RFC 3339 date-time (§2.2 rule 6), checked field by field beyond the schema's pattern. */
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-](\d{2}):(\d{2}))$/;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -32,6 +40,16 @@ declare module 'fastify' {
 function body<T>(req: FastifyRequest, validate: SchemaValidator<T>): T {
   if (!validate(req.body)) throw new AppError('ERR_VALIDATION', firstFailure(validate.errors), { status: 422 });
   return req.body;
+}
+
+/** True for a real RFC 3339 timestamp: month, day of that month, hour, minute, second (60 for a leap second) and offset in range. */
+export function isRfc3339(value: string): boolean {
+  const m = RFC3339.exec(value);
+  if (m === null) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  const offsetOk = m[9] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59);
+  return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && minute <= 59 && second <= 60 && offsetOk;
 }
 
 /** rule 1: the api_url as given (a valid http(s) URL with host and port), or derived from the peer address. */
@@ -56,7 +74,22 @@ export function resolveApiUrl(r: RegisterRequest, peer: string): string {
 
 /** Registers the API; runs once at app build. */
 export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: BandwidthStore, service: BandwidthService): void {
-  const { ok, fail } = installEnvelope(app, { version: SERVICE_VERSION, codeOnSuccess: false, logger: ctx.logger });
+  const { ok, fail } = installEnvelope(app, { version: SERVICE_VERSION, codeOnSuccess: false, logger: ctx.logger, bodyLimit: NODE_BODY_LIMIT });
+  // Every route of this scope gets the 1 MiB cap (a larger body is 413 before it is read whole).
+  app.addHook('onRoute', (route) => {
+    route.bodyLimit ??= NODE_BODY_LIMIT;
+  });
+  // This scope's own JSON parser: malformed JSON is a body that failed validation (§7: 422
+  // ERR_VALIDATION), not the generic 400; an empty body is no body (then "body: must be object").
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, raw, done) => {
+    if ((raw as string).trim() === '') return done(null, undefined);
+    parseJson(req, raw as string, (err, value) => {
+      if (err !== null) done(new AppError('ERR_VALIDATION', 'body: must be valid JSON', { status: 422 }), undefined);
+      else done(null, value);
+    });
+  });
   const hits = new Map<string, { windowStart: number; count: number }>();
   const throttle = (req: FastifyRequest, reply: FastifyReply): boolean => {
     const t = Date.now();
@@ -77,13 +110,17 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
 
   // onRequest: before the body is parsed, so a wrong content type is this API's 422, not a generic 415.
   app.addHook('onRequest', async (req, reply) => {
-    if (req.method !== 'GET' && !(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
+    if (req.method !== 'GET' && !JSON_CONTENT_TYPE.test(req.headers['content-type'] ?? '')) {
       return fail(reply, 422, 'ERR_VALIDATION', 'content type must be application/json');
     }
     if (!throttle(req, reply)) return reply;
     const m = /^Bearer\s+([0-9a-f]{64})\s*$/.exec(req.headers.authorization ?? '');
     const node = m?.[1] === undefined ? undefined : await nodeByToken(ctx, m[1]);
-    if (node === undefined) return fail(reply, 401, 'ERR_UNAUTHORIZED', 'missing or invalid pairing token');
+    if (node === undefined) {
+      // §7 names GET /limits; every endpoint says the same, so the agent learns it wherever it asks.
+      if (m?.[1] !== undefined && (await isDeletedNodeToken(ctx, m[1]))) return fail(reply, 404, 'ERR_NODE_NOT_FOUND', 'the node of this token was deleted in the panel');
+      return fail(reply, 401, 'ERR_UNAUTHORIZED', 'missing or invalid pairing token');
+    }
     req.bandwidthNode = node;
     return undefined;
   });
@@ -107,17 +144,16 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
   app.post('/heartbeat', async (req) => {
     const h = body<HeartbeatRequest>(req, validateHeartbeatRequest);
     const node = nodeOf(req);
-    if ((await store.node(node.id)) !== undefined) {
-      await store.seen(node.id, now(), {
-        ...(h.version !== undefined ? { version: h.version } : {}),
-        ...(h.containers !== undefined ? { containers: h.containers } : {}),
-        ...(h.rx_rate_bps !== undefined ? { rx_rate_bps: Math.round(h.rx_rate_bps) } : {}),
-        ...(h.tx_rate_bps !== undefined ? { tx_rate_bps: Math.round(h.tx_rate_bps) } : {}),
-        ...(h.throttled !== undefined ? { throttled: h.throttled } : {}),
-        ...(h.quota_exceeded !== undefined ? { quota_exceeded: h.quota_exceeded } : {}),
-        heartbeat_at: now(),
-      });
-    }
+    // §3: a heartbeat marks the node online and stamps last_seen_at, registered or not.
+    await store.heartbeat(node.id, now(), {
+      ...(h.version !== undefined ? { version: h.version } : {}),
+      ...(h.containers !== undefined ? { containers: h.containers } : {}),
+      ...(h.rx_rate_bps !== undefined ? { rx_rate_bps: Math.round(h.rx_rate_bps) } : {}),
+      ...(h.tx_rate_bps !== undefined ? { tx_rate_bps: Math.round(h.tx_rate_bps) } : {}),
+      ...(h.throttled !== undefined ? { throttled: h.throttled } : {}),
+      ...(h.quota_exceeded !== undefined ? { quota_exceeded: h.quota_exceeded } : {}),
+      heartbeat_at: now(),
+    });
     return ok({ config_version: await store.configVersion() });
   });
 
@@ -129,6 +165,8 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
 
   app.post('/events', async (req) => {
     const { events } = body<EventsRequest>(req, validateEventsRequest);
+    const badTime = events.findIndex((e) => !isRfc3339(e.occurred_at));
+    if (badTime >= 0) throw new AppError('ERR_VALIDATION', `events.${badTime}.occurred_at: must be a valid RFC 3339 timestamp`, { status: 422 });
     const node = nodeOf(req);
     // Only the batch's servers, by their unique uuid: loading every server of the node per batch
     // cut a 1,000-server node to under 300 batches/s (scripts/bench/panel.ts).
@@ -138,7 +176,10 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
       const id = servers.get(e.server_uuid);
       return id === undefined ? [] : [{ server_id: id, server_uuid: e.server_uuid, type: e.type, period: e.period, direction: e.direction, message: e.message, occurred_at: e.occurred_at }];
     });
-    await store.addEvents(node.id, own, now());
+    // A batch delivered again (at least once, §4.2 rule 4) is stored once; its events still count
+    // as accepted, so the agent stops retrying them.
+    const added = await store.addEvents(node.id, own, now());
+    if (added < own.length) ctx.logger.debug({ node: node.name, repeated: own.length - added }, 'ignored %d events already stored', own.length - added);
     if (own.length < events.length) ctx.logger.warn({ node: node.name, skipped: events.length - own.length }, 'skipped %d events for servers not on node %s', events.length - own.length, node.name);
     return ok({ accepted: events.length });
   });

@@ -10,7 +10,7 @@ import type { LimitsPayload } from '../../../../src/contracts/types.ts';
 import type { PanelContext } from '../../context.ts';
 import { found, now } from '../../services/records.ts';
 import { setSuspended } from '../../services/servers.ts';
-import { createValidator } from '../../services/validation.ts';
+import { createValidator, problemsOf, type FieldProblem } from '../../services/validation.ts';
 import type { ServerRow } from '../../store/records.ts';
 import { limitsPayload } from './limits.ts';
 import { fetchStats, pushLimits, unthrottle, type NodeTarget } from './node-client.ts';
@@ -55,6 +55,25 @@ export const validateOverride = createValidator<OverrideInput>({
     Object.entries(overrideProps).map(([k, v]) => [k, { ...v, default: k === 'enabled' ? true : k === 'exceed_action' ? 'throttle' : k.startsWith('throttle_') ? 5 : 0 }]),
   ),
 });
+
+/**
+ * The problems of a server create request's `bandwidth` object (absent or null: none, the server
+ * follows the defaults), each named `bandwidth.<field>`; runs before the server is written.
+ */
+export function bandwidthInputProblems(bandwidth: unknown): FieldProblem[] {
+  if (bandwidth === undefined || bandwidth === null) return [];
+  if (typeof bandwidth !== 'object' || Array.isArray(bandwidth)) return [{ field: 'bandwidth', rule: 'type', detail: 'the bandwidth field must be an object' }];
+  try {
+    validateOverride(bandwidth);
+    return [];
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== 'ERR_VALIDATION') throw err;
+    return problemsOf(err).map((p) => {
+      const field = p.field === '' ? 'bandwidth' : `bandwidth.${p.field}`;
+      return { ...p, field, detail: p.detail.replace(p.field === '' ? 'the request' : `the ${p.field} field`, `the ${field} field`) };
+    });
+  }
+}
 
 export interface LiveRates {
   ok: boolean;
@@ -102,7 +121,8 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
   async function target(nodeId: number): Promise<NodeTarget | undefined> {
     const node = await ctx.store.nodes.find(nodeId);
     const status = await store.node(nodeId);
-    if (node === undefined || status === undefined) return undefined;
+    // A node known only from heartbeats (it never registered) has no address to call yet.
+    if (node === undefined || status === undefined || status.api_url === '') return undefined;
     return { name: node.name, apiUrl: status.api_url, token: ctx.appKey.decrypt(node.token_encrypted) };
   }
 
@@ -158,7 +178,12 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
 
   async function pollNode(nodeId: number, intervalS: number, tz: string): Promise<void> {
     const node = await target(nodeId);
-    if (node === undefined) return;
+    if (node === undefined) {
+      // Not pollable (heartbeats only): offline once it has been silent for a few intervals.
+      const status = await store.node(nodeId);
+      if (status !== undefined && Date.now() - Date.parse(status.last_seen_at) > OFFLINE_AFTER_INTERVALS * intervalS * 1000) await store.setOffline(nodeId);
+      return;
+    }
     try {
       const stats = await fetchStats(node);
       const servers = await ctx.store.servers.all({ node_id: nodeId });

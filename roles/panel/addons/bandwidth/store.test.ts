@@ -5,6 +5,9 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { openPanelStore } from '../../store/store.ts';
 import { timeseries } from './admin-json.ts';
 import { effectiveLimits } from './limits.ts';
@@ -12,8 +15,8 @@ import { BANDWIDTH_MIGRATIONS } from './migrations.ts';
 import { SETTING_DEFAULTS } from './settings.ts';
 import { createBandwidthStore } from './store.ts';
 
-async function fixture(): Promise<{ store: ReturnType<typeof createBandwidthStore>; serverIds: number[]; nodeId: number }> {
-  const panel = openPanelStore(':memory:', BANDWIDTH_MIGRATIONS);
+async function fixture(dataDir = ':memory:', migrations = BANDWIDTH_MIGRATIONS): Promise<{ store: ReturnType<typeof createBandwidthStore>; serverIds: number[]; nodeId: number; close(): void }> {
+  const panel = openPanelStore(dataDir, migrations);
   const t = new Date().toISOString();
   const user = await panel.users.insert({ uuid: 'u', username: 'u', email: 'u@x', password: 'x', created_at: t, updated_at: t });
   const loc = await panel.locations.insert({ short: 'l', created_at: t, updated_at: t });
@@ -28,7 +31,7 @@ async function fixture(): Promise<{ store: ReturnType<typeof createBandwidthStor
     });
     serverIds.push(s.id);
   }
-  return { store: createBandwidthStore(panel.sqlite), serverIds, nodeId: node.id };
+  return { store: createBandwidthStore(panel.sqlite), serverIds, nodeId: node.id, close: () => panel.close() };
 }
 
 describe('bandwidth store', () => {
@@ -86,5 +89,55 @@ describe('bandwidth store', () => {
     await store.addEvents(nodeId, [{ server_id: id, server_uuid: 's1', type: 'restored', period: null, direction: null, message: 'old', occurred_at: '2000-01-01T00:00:00Z' }], '2000-01-01T00:00:00.000Z');
     assert.equal(await store.prune(7200, '2000-01-02', '2000-01-02T00:00:00.000Z'), 3);
     assert.equal((await store.events({ page: 1, perPage: 10 })).total, 0);
+  });
+
+  it('stores an event once however often it is delivered', async () => {
+    const { store, serverIds, nodeId } = await fixture();
+    const id = serverIds[0] as number;
+    const batch = [
+      { server_id: id, server_uuid: 's1', type: 'throttled', period: 'day', direction: 'tx', message: 'm', occurred_at: '2026-11-26T11:00:00Z' },
+      { server_id: id, server_uuid: 's1', type: 'restored', period: null, direction: null, message: 'm', occurred_at: '2026-11-26T12:00:00Z' },
+    ];
+    assert.equal(await store.addEvents(nodeId, batch, '2026-11-26T12:00:01.000Z'), 2);
+    assert.equal(await store.addEvents(nodeId, batch, '2026-11-26T12:01:00.000Z'), 0, 'a second delivery adds nothing, NULL period and direction included');
+    assert.equal(await store.addEvents(nodeId, [{ ...batch[1]!, message: 'other' }], '2026-11-26T12:01:00.000Z'), 1, 'another message is another event');
+    assert.equal((await store.events({ page: 1, perPage: 10 })).total, 3);
+  });
+
+  it('drops the duplicates already stored when the events get their identity index', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'hk-bw-store-'));
+    try {
+      const old = await fixture(dir, BANDWIDTH_MIGRATIONS.filter((m) => m.version === 100));
+      const e = { server_id: old.serverIds[0] as number, server_uuid: 's1', type: 'restored', period: null, direction: null, message: 'm', occurred_at: '2026-11-26T12:00:00Z' };
+      assert.equal(await old.store.addEvents(old.nodeId, [e, e, { ...e, period: 'day' }], '2026-11-26T12:00:01.000Z'), 3, 'the old schema stored duplicates');
+      old.close();
+      const panel = openPanelStore(dir, BANDWIDTH_MIGRATIONS);
+      try {
+        const store = createBandwidthStore(panel.sqlite);
+        assert.deepEqual((await store.events({ page: 1, perPage: 10 })).items.map((r) => r.period), ['day', null]);
+        assert.equal(await store.addEvents(old.nodeId, [e], '2026-11-26T12:00:02.000Z'), 0);
+      } finally {
+        panel.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a heartbeat from a node that never registered puts it online without an address', async () => {
+    const { store, nodeId } = await fixture();
+    assert.equal(await store.node(nodeId), undefined);
+    await store.heartbeat(nodeId, '2026-11-26T12:00:00.000Z', { containers: 2 });
+    const row = await store.node(nodeId);
+    assert.equal(row?.online, 1);
+    assert.equal(row?.last_seen_at, '2026-11-26T12:00:00.000Z');
+    assert.equal(row?.api_url, '');
+    assert.equal(row?.registered_at, '');
+    assert.equal(JSON.parse(row?.cached_stats ?? '{}').containers, 2);
+    await store.register(nodeId, { api_url: 'http://127.0.0.1:8480', version: '1.0.0', hostname: 'h' }, '2026-11-26T12:01:00.000Z');
+    await store.setOffline(nodeId);
+    await store.heartbeat(nodeId, '2026-11-26T12:02:00.000Z', { containers: 3 });
+    const after = await store.node(nodeId);
+    assert.deepEqual([after?.online, after?.api_url, after?.registered_at, after?.last_seen_at], [1, 'http://127.0.0.1:8480', '2026-11-26T12:01:00.000Z', '2026-11-26T12:02:00.000Z'], 'a registered row keeps its address');
   });
 });

@@ -75,11 +75,17 @@ export interface BandwidthStoreSync {
   register(nodeId: number, v: { api_url: string; version: string; hostname: string }, now: string): void;
   /** Heartbeat or a good stats poll: online, failures reset, last_seen_at; cached_stats merged when given. */
   seen(nodeId: number, now: string, stats?: Record<string, unknown>): void;
+  /**
+   * A heartbeat (spec/1 §3: online, last_seen_at stamped, cached_stats refreshed), also from a node
+   * that never registered: its row is created without api_url or registered_at (nothing is pushed
+   * to it or polled until it registers).
+   */
+  heartbeat(nodeId: number, now: string, stats: Record<string, unknown>): void;
   /** A failed stats poll; returns the failure count. */
   pollFailed(nodeId: number): number;
   setOffline(nodeId: number): void;
-  /** Inserts events in one transaction. */
-  addEvents(nodeId: number, events: readonly StoredEvent[], now: string): void;
+  /** Inserts events in one transaction, skipping any already stored (same node and content); returns how many were new. */
+  addEvents(nodeId: number, events: readonly StoredEvent[], now: string): number;
   events(opts: { page: number; perPage: number; serverId?: number }): { items: EventRow[]; total: number };
   /**
    * Turns cumulative counters into usage: the delta since the last totals (a counter that went
@@ -128,10 +134,11 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
     ON CONFLICT(node_id) DO UPDATE SET api_url = excluded.api_url, version = excluded.version, hostname = excluded.hostname,
       registered_at = excluded.registered_at, last_seen_at = excluded.last_seen_at, health_failures = 0, online = 1`);
   const seen = db.prepare('UPDATE bandwidth_nodes SET last_seen_at = ?, health_failures = 0, online = 1 WHERE node_id = ?');
+  const firstSeen = db.prepare("INSERT INTO bandwidth_nodes (node_id, api_url, registered_at, last_seen_at, health_failures, online) VALUES (?, '', '', ?, 0, 1) ON CONFLICT(node_id) DO NOTHING");
   const setStats = db.prepare('UPDATE bandwidth_nodes SET cached_stats = ? WHERE node_id = ?');
   const failed = db.prepare('UPDATE bandwidth_nodes SET health_failures = health_failures + 1 WHERE node_id = ? RETURNING health_failures AS n');
   const offline = db.prepare('UPDATE bandwidth_nodes SET online = 0 WHERE node_id = ?');
-  const addEvent = db.prepare(`INSERT INTO bandwidth_events (node_id, server_id, server_uuid, type, period, direction, message, occurred_at, received_at)
+  const addEvent = db.prepare(`INSERT OR IGNORE INTO bandwidth_events (node_id, server_id, server_uuid, type, period, direction, message, occurred_at, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const lastTotals = db.prepare('SELECT rx_total, tx_total FROM bandwidth_counters WHERE server_id = ?');
   const setTotals = db.prepare('INSERT INTO bandwidth_counters (server_id, rx_total, tx_total) VALUES (?, ?, ?) ON CONFLICT(server_id) DO UPDATE SET rx_total = excluded.rx_total, tx_total = excluded.tx_total');
@@ -144,6 +151,16 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
   const readSettings = (): BandwidthSettings => parseSettings(Object.fromEntries((settingRows.all() as { key: string; value: string }[]).map((r) => [r.key, r.value])));
   const encode = (v: unknown): string => (typeof v === 'boolean' ? (v ? '1' : '0') : String(v));
   const bumpVersion = (): number => (bump.get() as { v: number }).v;
+  const markSeen = (nodeId: number, now: string, stats?: Record<string, unknown>): void => {
+    database.transaction(() => {
+      seen.run(now, nodeId);
+      if (stats !== undefined) {
+        const row = getNode.get(nodeId) as NodeStatusRow | undefined;
+        const merged = { ...(JSON.parse(row?.cached_stats ?? '{}') as Record<string, unknown>), ...stats };
+        setStats.run(JSON.stringify(merged), nodeId);
+      }
+    });
+  };
   const usageWhere = (f: UsageFilter): { sql: string; args: number[] } => {
     const parts: string[] = [];
     const args: number[] = [];
@@ -199,14 +216,11 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
     register(nodeId, v, now) {
       register.run(nodeId, v.api_url, v.version, v.hostname, now, now);
     },
-    seen(nodeId, now, stats) {
+    seen: markSeen,
+    heartbeat(nodeId, now, stats) {
       database.transaction(() => {
-        seen.run(now, nodeId);
-        if (stats !== undefined) {
-          const row = getNode.get(nodeId) as NodeStatusRow | undefined;
-          const merged = { ...(JSON.parse(row?.cached_stats ?? '{}') as Record<string, unknown>), ...stats };
-          setStats.run(JSON.stringify(merged), nodeId);
-        }
+        firstSeen.run(nodeId, now);
+        markSeen(nodeId, now, stats);
       });
     },
     pollFailed: (nodeId) => (failed.get(nodeId) as { n: number } | undefined)?.n ?? 0,
@@ -214,9 +228,7 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
       offline.run(nodeId);
     },
     addEvents(nodeId, events, now) {
-      database.transaction(() => {
-        for (const e of events) addEvent.run(nodeId, e.server_id, e.server_uuid, e.type, e.period, e.direction, e.message, e.occurred_at, now);
-      });
+      return database.transaction(() => events.reduce((n, e) => n + Number(addEvent.run(nodeId, e.server_id, e.server_uuid, e.type, e.period, e.direction, e.message, e.occurred_at, now).changes), 0));
     },
     events({ page, perPage, serverId }) {
       const where = serverId === undefined ? '' : ' WHERE server_id = ?';
