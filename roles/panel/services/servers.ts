@@ -143,11 +143,11 @@ export async function updateServerBuild(ctx: PanelContext, id: number, input: un
  * Suspends or unsuspends; then runs the addons' hooks (a failing hook is logged and the change
  * stands) and writes `server:suspended` / `server:unsuspended` to the activity log.
  */
-export async function setSuspended(ctx: PanelContext, id: number, suspended: boolean, actor?: { type: string; id: number }, ip?: string): Promise<ServerRow> {
+export async function setSuspended(ctx: PanelContext, id: number, suspended: boolean, actor?: { type: string; id: number }, ip?: string, properties?: Record<string, unknown>): Promise<ServerRow> {
   found(await ctx.store.servers.find(id), 'server');
   const server = found(await ctx.store.servers.update(id, { suspended: suspended ? 1 : 0, updated_at: now() }), 'server');
   await runHooks(ctx, 'serverSuspension', server, (hook) => hook(server, suspended));
-  await ctx.activity.log({ event: suspended ? 'server:suspended' : 'server:unsuspended', actor, subject: { type: 'server', id }, ip });
+  await ctx.activity.log({ event: suspended ? 'server:suspended' : 'server:unsuspended', actor, subject: { type: 'server', id }, ip, ...(properties !== undefined ? { properties } : {}) });
   return server;
 }
 

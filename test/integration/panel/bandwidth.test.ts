@@ -7,6 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { freePort, runHostkit, startHostkit, type Daemon } from '../hostkit-process.ts';
@@ -307,6 +308,28 @@ describe('panel bandwidth addon with a node agent', () => {
       assert.doesNotMatch(agentC.output(), /token rejected/);
     } finally {
       await agentC.stop();
+    }
+  });
+
+  it('a quota suspension names its node and reason in the activity log; a name at the limit stays editable', async () => {
+    await bandwidthSettingsForm(web).save({ poll_interval_seconds: 15, rename_on_quota_suspend: true });
+    const longName = 'L'.repeat(191);
+    const long = await createServer(longName);
+    assert.equal((await node('POST', '/suspend', { server_uuid: long.uuid, reason: 'rx month quota reached' })).status, 200);
+    const attributes = ((await panel.api(admin, 'GET', `/api/application/servers/${long.id}`)).body as Item).attributes as { name: string; description: string };
+    assert.equal(attributes.name, longName, 'the prefix would pass 191 characters: the name is kept');
+    assert.match(attributes.description, /^\(Bandwidth Quota Exceeded\) /);
+    const edit = await panel.api(admin, 'PATCH', `/api/application/servers/${long.id}/details`, { name: attributes.name, user: ownerId, description: 'edited' });
+    assert.equal(edit.status, 200, edit.text);
+    const db = new DatabaseSync(join(panel.dir, 'data', 'panel.sqlite'), { readOnly: true });
+    try {
+      const entry = db.prepare("SELECT actor_type, actor_id, ip, properties FROM activity_logs WHERE event = 'server:suspended' AND subject_id = ?").get(long.id) as { actor_type: string; actor_id: number; ip: string; properties: string };
+      assert.equal(entry.actor_type, 'node');
+      assert.equal(entry.actor_id, nodeId);
+      assert.equal(entry.ip, '127.0.0.1');
+      assert.deepEqual(JSON.parse(entry.properties), { reason: 'rx month quota reached', source: 'bandwidth quota' });
+    } finally {
+      db.close();
     }
   });
 });

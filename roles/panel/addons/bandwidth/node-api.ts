@@ -186,7 +186,7 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
 
   app.post('/suspend', async (req) => {
     const s = body<SuspendRequest>(req, validateSuspendRequest);
-    await service.suspendForQuota(nodeOf(req).id, s.server_uuid, s.reason);
+    await service.suspendForQuota(nodeOf(req).id, s.server_uuid, s.reason, req.ip);
     return ok({ suspended: true });
   });
 }

@@ -10,7 +10,7 @@ import type { LimitsPayload } from '../../../../src/contracts/types.ts';
 import type { PanelContext } from '../../context.ts';
 import { found, now } from '../../services/records.ts';
 import { setSuspended } from '../../services/servers.ts';
-import { createValidator, problemsOf, type FieldProblem } from '../../services/validation.ts';
+import { createValidator, NAME, problemsOf, type FieldProblem } from '../../services/validation.ts';
 import type { ServerRow } from '../../store/records.ts';
 import { limitsPayload } from './limits.ts';
 import { fetchStats, pushLimits, unthrottle, type NodeTarget } from './node-client.ts';
@@ -96,7 +96,7 @@ export interface BandwidthService {
   /** Pushes the node's full limits now and retries with backoff until it lands or goes stale. */
   schedulePush(nodeId: number): void;
   /** The node-facing suspend: returns whether this call caused the transition. */
-  suspendForQuota(nodeId: number, uuid: string, reason: string): Promise<boolean>;
+  suspendForQuota(nodeId: number, uuid: string, reason: string, ip: string): Promise<boolean>;
   /** The unsuspend hook: takes the quota prefix off again. */
   undoQuotaRename(server: ServerRow): Promise<void>;
   live(nodeId: number): Promise<LiveRates>;
@@ -285,16 +285,20 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
       schedulePush(nodeId);
     },
     schedulePush,
-    async suspendForQuota(nodeId, uuid, reason) {
+    async suspendForQuota(nodeId, uuid, reason, ip) {
       const server = await ctx.store.servers.findBy({ uuid });
       if (server === undefined || server.node_id !== nodeId) throw new AppError('ERR_UNKNOWN_SERVER', 'unknown server, or a server of another node', { status: 404 });
       if (server.suspended === 1) return false;
       try {
-        await setSuspended(ctx, server.id, true, undefined, undefined);
+        // The node asked: the entry names it and the reason the owner sees in the activity log.
+        await setSuspended(ctx, server.id, true, { type: 'node', id: nodeId }, ip, { reason: reason.slice(0, 1000), source: 'bandwidth quota' });
         const { settings } = await store.settings();
         if (settings.rename_on_quota_suspend) {
+          // A name the prefix would push past the 191 characters every edit allows keeps its name
+          // (its description still carries the prefix), so the server stays editable.
+          const prefixed = `${QUOTA_PREFIX}${server.name}`;
           await ctx.store.servers.update(server.id, {
-            name: server.name.startsWith(QUOTA_PREFIX) ? server.name : `${QUOTA_PREFIX}${server.name}`,
+            name: server.name.startsWith(QUOTA_PREFIX) || prefixed.length > NAME.maxLength ? server.name : prefixed,
             description: server.description.startsWith(QUOTA_PREFIX) ? server.description : `${QUOTA_PREFIX}${server.description}`,
             updated_at: now(),
           });
