@@ -117,12 +117,14 @@ async function runHooks<K extends 'serverSuspension' | 'serverCreated' | 'server
   }
 }
 
-/** Name, description and owner. */
+/** Name, description and owner; a new owner who was a subuser of the server is one no longer. */
 export async function updateServerDetails(ctx: PanelContext, id: number, input: unknown): Promise<ServerRow> {
   const v = validateDetails(input);
   found(await ctx.store.servers.find(id), 'server');
   if (v.owner_id !== undefined) found(await ctx.store.users.find(v.owner_id), 'user');
-  return found(await ctx.store.servers.update(id, { ...v, updated_at: now() } as Partial<ServerRow>), 'server');
+  const server = found(await ctx.store.servers.update(id, { ...v, updated_at: now() } as Partial<ServerRow>), 'server');
+  if (v.owner_id !== undefined) await ctx.store.subusers.removeWhere({ server_id: id, user_id: v.owner_id });
+  return server;
 }
 
 /** Build limits, and the primary allocation (which must be free or already this server's, on its node). */

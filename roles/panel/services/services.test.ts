@@ -13,7 +13,7 @@ import { createTestContext } from '../test-context.ts';
 import { authenticateKey, createApiKey } from './api-keys.ts';
 import { createEgg, createNest } from './catalog.ts';
 import { createAllocations, createNode, nodeByToken, resetNodeToken } from './infrastructure.ts';
-import { createServer, setSuspended } from './servers.ts';
+import { createServer, setSuspended, updateServerDetails } from './servers.ts';
 import { createUser, deleteUser } from './users.ts';
 import { problemsOf } from './validation.ts';
 
@@ -79,6 +79,11 @@ describe('panel services', () => {
     assert.equal(await authenticateKey(ctx, 'client', app.token, '127.0.0.1'), undefined);
     assert.equal(await authenticateKey(ctx, 'client', client.token, '127.0.0.1'), undefined, 'outside the allow-list');
     assert.equal((await authenticateKey(ctx, 'client', client.token, '::ffff:10.0.0.1'))?.user.id, user.id);
+    const office = await createApiKey(ctx, user.id, 'client', { allowed_ips: ['10.0.0.0/24', '2001:db8::/32'] });
+    assert.equal((await authenticateKey(ctx, 'client', office.token, '10.0.0.77'))?.user.id, user.id, 'a CIDR range');
+    assert.equal((await authenticateKey(ctx, 'client', office.token, '2001:db8::5'))?.user.id, user.id);
+    assert.equal(await authenticateKey(ctx, 'client', office.token, '10.0.1.1'), undefined);
+    await rejects(createApiKey(ctx, user.id, 'client', { allowed_ips: ['10.0.0.0/33'] }), 'ERR_VALIDATION');
     await rejects(createApiKey(ctx, user.id, 'application'), 'ERR_FORBIDDEN');
     await ctx.store.users.update(admin.id, { root_admin: 0 });
     assert.equal(await authenticateKey(ctx, 'application', app.token, '127.0.0.1'), undefined, 'a demoted admin\'s application key stops working');
@@ -105,6 +110,11 @@ describe('panel services', () => {
     await setSuspended(ctx, s.id, false);
     assert.deepEqual(seen, [[s.uuid, true], [s.uuid, false]]);
     await rejects(deleteUser(ctx, owner.id), 'ERR_USER_HAS_SERVERS');
+    // Handed to a user who was its subuser: the owner it is now, not a subuser as well.
+    const heir = await createUser(ctx, { username: 'heir', email: 'h@example.test', password: 'long enough' });
+    await ctx.store.subusers.insert({ server_id: s.id, user_id: heir.id, permissions: '["file.read"]', created_at: 'now', updated_at: 'now' });
+    assert.equal((await updateServerDetails(ctx, s.id, { owner_id: heir.id })).owner_id, heir.id);
+    assert.deepEqual(await ctx.store.subusers.all({ server_id: s.id }), []);
   });
 
   it('enrols TOTP, refuses replays, and accepts each recovery code once', async () => {
