@@ -24,6 +24,7 @@ export function createTestContext(config: Partial<PanelConfig> = {}): PanelConte
     mail: { host: '127.0.0.1', port: 25, secure: false, username: '', password: '', from: 'hostkit@localhost' },
     app_key_file: 'app.key',
     volumes_dir: '/nonexistent',
+    trusted_proxies: [],
     logging: { level: 'info', console: false, file: '', format: 'json' },
     ...config,
   } as PanelConfig;
