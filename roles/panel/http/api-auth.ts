@@ -6,7 +6,9 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../../src/core/app-error.ts';
 import type { PanelContext } from '../context.ts';
 import { authenticateKey, type KeyType } from '../services/api-keys.ts';
+import { validationError } from '../services/validation.ts';
 import type { ApiKeyRow, UserRow } from '../store/records.ts';
+import { DEFAULT_PER_PAGE, MAX_PAGE, MAX_PER_PAGE } from '../store/repository.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,9 +47,14 @@ export function idParam(value: string | undefined, what: string): number {
   return Number(value);
 }
 
-/** Page and per_page query parameters (Pterodactyl names). */
+/**
+ * Page and per_page query parameters (Pterodactyl names). A page past MAX_PAGE is a 422 naming
+ * `page` (a bigger offset is not an SQLite integer); per_page is clamped by the store.
+ */
 export function pageQuery(query: unknown): { page: number; perPage: number; search: string } {
   const q = (query ?? {}) as Record<string, string | undefined>;
   const num = (v: string | undefined, d: number): number => (v !== undefined && /^\d+$/.test(v) ? Number(v) : d);
-  return { page: num(q.page, 1), perPage: num(q.per_page, 50), search: q['filter[search]'] ?? q.search ?? '' };
+  const page = num(q.page, 1);
+  if (page > MAX_PAGE) throw validationError([{ field: 'page', rule: 'max', detail: `the page field must not be greater than ${MAX_PAGE}` }]);
+  return { page, perPage: Math.min(num(q.per_page, DEFAULT_PER_PAGE), MAX_PER_PAGE), search: q['filter[search]'] ?? q.search ?? '' };
 }

@@ -1,7 +1,9 @@
 /**
  * The application API (`/api/application`): root-admin management of users, locations, nodes and
  * their allocations, nests and eggs, and servers, with Pterodactyl's paths and shapes. Every
- * route needs an application key whose owner is a root admin.
+ * route needs an application key whose owner is a root admin. Every change writes the same
+ * `admin:*` activity entry as the admin pages write for the same action (adminAudit), and the
+ * same self-protection applies: the key's user cannot delete or demote themselves.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { PanelContext } from '../context.ts';
@@ -22,10 +24,11 @@ import {
 } from '../services/infrastructure.ts';
 import { found } from '../services/records.ts';
 import { createServer, deleteServer, serverAttributes, setSuspended, updateServerBuild, updateServerDetails } from '../services/servers.ts';
-import { createUser, deleteUser, sendWelcomeMail, updateUser, userAttributes } from '../services/users.ts';
+import { createUser, deleteUser, sendWelcomeMail, updateUser, userAttributes, userUpdateProperties } from '../services/users.ts';
 import type { Repository, Row } from '../store/repository.ts';
+import { adminAudit } from '../web/respond.ts';
 import { item, list } from './api-format.ts';
-import { apiActor, idParam, pageQuery, requireApiKey } from './api-auth.ts';
+import { apiActor, apiUser, idParam, pageQuery, requireApiKey } from './api-auth.ts';
 
 type Params = Record<string, string | undefined>;
 
@@ -53,94 +56,155 @@ function readRoutes<T extends Row>(
 export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext): void {
   requireApiKey(api, ctx, 'application');
   const audit = (req: FastifyRequest, event: string, subject: { type: string; id: number }, properties: Record<string, unknown> = {}): Promise<void> =>
-    ctx.activity.log({ event, actor: apiActor(req), subject, properties, ip: req.ip });
+    adminAudit(ctx, req, event, subject, properties);
   const id = (req: FastifyRequest, what: string, key = 'id'): number => idParam((req.params as Params)[key], what);
 
   readRoutes(api, '/users', { object: 'user', what: 'user', repo: ctx.store.users, attributes: userAttributes, search: ['username', 'email'] });
   api.post('/users', async (req, reply) => {
     const u = await createUser(ctx, req.body);
-    await audit(req, 'admin:user.create', { type: 'user', id: u.id });
+    await audit(req, 'admin:user.create', { type: 'user', id: u.id }, { username: u.username, root_admin: u.root_admin === 1 });
     void sendWelcomeMail(ctx, u);
     return reply.code(201).send(item('user', userAttributes(u)));
   });
-  api.patch('/users/:id', async (req) => item('user', userAttributes(await updateUser(ctx, id(req, 'user'), req.body))));
+  api.patch('/users/:id', async (req) => {
+    const userId = id(req, 'user');
+    const u = await updateUser(ctx, userId, req.body, { actorId: apiUser(req).id });
+    await audit(req, 'admin:user.update', { type: 'user', id: userId }, userUpdateProperties(req.body));
+    return item('user', userAttributes(u));
+  });
   api.delete('/users/:id', async (req, reply) => {
-    await deleteUser(ctx, id(req, 'user'));
+    const userId = id(req, 'user');
+    const u = found(await ctx.store.users.find(userId), 'user');
+    await deleteUser(ctx, userId, { actorId: apiUser(req).id });
+    await audit(req, 'admin:user.delete', { type: 'user', id: userId }, { username: u.username });
     return reply.code(204).send();
   });
   api.post('/users/:id/api-keys', async (req, reply) => {
     const { type, ...rest } = (req.body ?? {}) as { type?: string };
-    const created = await createApiKey(ctx, id(req, 'user'), type === 'application' ? 'application' : 'client', rest);
+    const userId = id(req, 'user');
+    const keyType = type === 'application' ? 'application' : 'client';
+    const created = await createApiKey(ctx, userId, keyType, rest);
+    await audit(req, 'admin:api-key.create', { type: 'api_key', id: created.key.id }, { identifier: created.key.identifier, key_type: keyType, user: userId });
     return reply.code(201).send({ ...item('api_key', { identifier: created.key.identifier, key_type: created.key.key_type }), meta: { secret_token: created.token } });
   });
 
   readRoutes(api, '/locations', { object: 'location', what: 'location', repo: ctx.store.locations, attributes: locationAttributes, search: ['short', 'long'] });
-  api.post('/locations', async (req, reply) => reply.code(201).send(item('location', locationAttributes(await createLocation(ctx, req.body)))));
-  api.patch('/locations/:id', async (req) => item('location', locationAttributes(await updateLocation(ctx, id(req, 'location'), req.body))));
+  api.post('/locations', async (req, reply) => {
+    const l = await createLocation(ctx, req.body);
+    await audit(req, 'admin:location.create', { type: 'location', id: l.id }, { short: l.short });
+    return reply.code(201).send(item('location', locationAttributes(l)));
+  });
+  api.patch('/locations/:id', async (req) => {
+    const l = await updateLocation(ctx, id(req, 'location'), req.body);
+    await audit(req, 'admin:location.update', { type: 'location', id: l.id }, { short: l.short });
+    return item('location', locationAttributes(l));
+  });
   api.delete('/locations/:id', async (req, reply) => {
-    await deleteLocation(ctx, id(req, 'location'));
+    const locationId = id(req, 'location');
+    await deleteLocation(ctx, locationId);
+    await audit(req, 'admin:location.delete', { type: 'location', id: locationId });
     return reply.code(204).send();
   });
 
   readRoutes(api, '/nodes', { object: 'node', what: 'node', repo: ctx.store.nodes, attributes: nodeAttributes, search: ['name', 'fqdn'] });
   api.post('/nodes', async (req, reply) => {
     const { node, token } = await createNode(ctx, req.body);
-    await audit(req, 'admin:node.create', { type: 'node', id: node.id });
+    await audit(req, 'admin:node.create', { type: 'node', id: node.id }, { name: node.name });
     return reply.code(201).send({ ...item('node', nodeAttributes(node)), meta: { pairing_token: token } });
   });
-  api.patch('/nodes/:id', async (req) => item('node', nodeAttributes(await updateNode(ctx, id(req, 'node'), req.body))));
+  api.patch('/nodes/:id', async (req) => {
+    const node = await updateNode(ctx, id(req, 'node'), req.body);
+    await audit(req, 'admin:node.update', { type: 'node', id: node.id }, { name: node.name });
+    return item('node', nodeAttributes(node));
+  });
   api.delete('/nodes/:id', async (req, reply) => {
-    await deleteNode(ctx, id(req, 'node'));
+    const nodeId = id(req, 'node');
+    await deleteNode(ctx, nodeId);
+    await audit(req, 'admin:node.delete', { type: 'node', id: nodeId });
     return reply.code(204).send();
   });
   const nodeScope = (p: Params): Record<string, number> => ({ node_id: idParam(p.node, 'node') });
   readRoutes(api, '/nodes/:node/allocations', { object: 'allocation', what: 'allocation', repo: ctx.store.allocations, attributes: allocationAttributes, search: ['ip', 'ip_alias'], scope: nodeScope });
   api.post('/nodes/:node/allocations', async (req, reply) => {
-    const added = await createAllocations(ctx, id(req, 'node', 'node'), req.body);
+    const nodeId = id(req, 'node', 'node');
+    const added = await createAllocations(ctx, nodeId, req.body);
+    const { ip, ports } = req.body as { ip: unknown; ports: unknown };
+    await audit(req, 'admin:allocation.create', { type: 'node', id: nodeId }, { ip, ports, added: added.length });
     return reply.code(201).send({ object: 'list', data: added.map((a) => item('allocation', allocationAttributes(a))) });
   });
   api.delete('/nodes/:node/allocations/:id', async (req, reply) => {
-    await deleteAllocation(ctx, id(req, 'node', 'node'), id(req, 'allocation'));
+    const nodeId = id(req, 'node', 'node');
+    const allocationId = id(req, 'allocation');
+    await deleteAllocation(ctx, nodeId, allocationId);
+    await audit(req, 'admin:allocation.delete', { type: 'node', id: nodeId }, { allocation: allocationId });
     return reply.code(204).send();
   });
 
   readRoutes(api, '/nests', { object: 'nest', what: 'nest', repo: ctx.store.nests, attributes: nestAttributes, search: ['name'] });
-  api.post('/nests', async (req, reply) => reply.code(201).send(item('nest', nestAttributes(await createNest(ctx, req.body)))));
-  api.patch('/nests/:id', async (req) => item('nest', nestAttributes(await updateNest(ctx, id(req, 'nest'), req.body))));
+  api.post('/nests', async (req, reply) => {
+    const nest = await createNest(ctx, req.body);
+    await audit(req, 'admin:nest.create', { type: 'nest', id: nest.id }, { name: nest.name });
+    return reply.code(201).send(item('nest', nestAttributes(nest)));
+  });
+  api.patch('/nests/:id', async (req) => {
+    const nest = await updateNest(ctx, id(req, 'nest'), req.body);
+    await audit(req, 'admin:nest.update', { type: 'nest', id: nest.id }, { name: nest.name });
+    return item('nest', nestAttributes(nest));
+  });
   api.delete('/nests/:id', async (req, reply) => {
-    await deleteNest(ctx, id(req, 'nest'));
+    const nestId = id(req, 'nest');
+    await deleteNest(ctx, nestId);
+    await audit(req, 'admin:nest.delete', { type: 'nest', id: nestId });
     return reply.code(204).send();
   });
   const nestScope = (p: Params): Record<string, number> => ({ nest_id: idParam(p.nest, 'nest') });
   readRoutes(api, '/nests/:nest/eggs', { object: 'egg', what: 'egg', repo: ctx.store.eggs, attributes: eggAttributes, search: ['name'], scope: nestScope });
   api.post('/nests/:nest/eggs', async (req, reply) => {
-    const egg = await createEgg(ctx, { ...(req.body as object), nest_id: id(req, 'nest', 'nest') });
+    const nestId = id(req, 'nest', 'nest');
+    const egg = await createEgg(ctx, { ...(req.body as object), nest_id: nestId });
+    await audit(req, 'admin:egg.create', { type: 'egg', id: egg.id }, { name: egg.name, nest: nestId });
     return reply.code(201).send(item('egg', eggAttributes(egg)));
   });
-  api.patch('/nests/:nest/eggs/:id', async (req) => item('egg', eggAttributes(await updateEgg(ctx, id(req, 'egg'), { ...(req.body as object), nest_id: id(req, 'nest', 'nest') }))));
+  api.patch('/nests/:nest/eggs/:id', async (req) => {
+    const egg = await updateEgg(ctx, id(req, 'egg'), { ...(req.body as object), nest_id: id(req, 'nest', 'nest') });
+    await audit(req, 'admin:egg.update', { type: 'egg', id: egg.id }, { name: egg.name });
+    return item('egg', eggAttributes(egg));
+  });
   api.delete('/nests/:nest/eggs/:id', async (req, reply) => {
-    await deleteEgg(ctx, id(req, 'egg'));
+    const egg = found(await ctx.store.eggs.find(id(req, 'egg')), 'egg');
+    await deleteEgg(ctx, egg.id);
+    await audit(req, 'admin:egg.delete', { type: 'egg', id: egg.id }, { name: egg.name });
     return reply.code(204).send();
   });
 
   readRoutes(api, '/servers', { object: 'server', what: 'server', repo: ctx.store.servers, attributes: serverAttributes, search: ['name', 'uuid', 'identifier'] });
   api.post('/servers', async (req, reply) => {
     const s = await createServer(ctx, fromPterodactylServer(req.body));
-    await audit(req, 'admin:server.create', { type: 'server', id: s.id });
+    await audit(req, 'admin:server.create', { type: 'server', id: s.id }, { name: s.name, owner: s.owner_id, node: s.node_id });
     return reply.code(201).send(item('server', serverAttributes(s)));
   });
-  api.patch('/servers/:id/details', async (req) => item('server', serverAttributes(await updateServerDetails(ctx, id(req, 'server'), renameUser(req.body)))));
-  api.patch('/servers/:id/build', async (req) => item('server', serverAttributes(await updateServerBuild(ctx, id(req, 'server'), fromPterodactylBuild(req.body)))));
+  api.patch('/servers/:id/details', async (req) => {
+    const s = await updateServerDetails(ctx, id(req, 'server'), renameUser(req.body));
+    await audit(req, 'admin:server.update', { type: 'server', id: s.id });
+    return item('server', serverAttributes(s));
+  });
+  api.patch('/servers/:id/build', async (req) => {
+    const input = fromPterodactylBuild(req.body);
+    const s = await updateServerBuild(ctx, id(req, 'server'), input);
+    await audit(req, 'admin:server.build', { type: 'server', id: s.id }, { fields: Object.keys(input) });
+    return item('server', serverAttributes(s));
+  });
   for (const [action, suspended] of [['suspend', true], ['unsuspend', false]] as const) {
     api.post(`/servers/:id/${action}`, async (req, reply) => {
+      // The service writes server:suspended / server:unsuspended with the key's user as actor, as for the admin pages.
       await setSuspended(ctx, id(req, 'server'), suspended, apiActor(req), req.ip);
       return reply.code(204).send();
     });
   }
   api.delete('/servers/:id', async (req, reply) => {
-    const serverId = id(req, 'server');
-    await deleteServer(ctx, serverId);
-    await audit(req, 'admin:server.delete', { type: 'server', id: serverId });
+    const server = found(await ctx.store.servers.find(id(req, 'server')), 'server');
+    await deleteServer(ctx, server.id);
+    await audit(req, 'admin:server.delete', { type: 'server', id: server.id }, { name: server.name, uuid: server.uuid });
     return reply.code(204).send();
   });
 }

@@ -2,7 +2,8 @@
  * The client API (`/api/client`): what a user does with their own account and the servers they
  * own or are a subuser of, with Pterodactyl's paths and shapes: the server list, account and API
  * keys, server details and rename, subusers, and the file manager on the server's volume. A server
- * the key's user cannot access answers 404, exactly like one that does not exist.
+ * the key's user cannot access answers 404, exactly like one that does not exist; a suspended
+ * server answers 409 to every server route but its view.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../../src/core/app-error.ts';
@@ -15,6 +16,7 @@ import {
   accessibleServers,
   accessServer,
   addSubuser,
+  requireActiveServer,
   requirePermission,
   subuserAttributes,
   subuserOf,
@@ -58,11 +60,14 @@ function queryParam(req: FastifyRequest, name: string, fallback?: string): strin
 export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void {
   requireApiKey(api, ctx, 'client');
   const files = createVolumeFiles({ volumesDir: ctx.config.volumes_dir });
-  const access = (req: FastifyRequest, ...permissions: string[]): Promise<ServerAccess> =>
-    accessServer(ctx, apiUser(req), (req.params as Params).server ?? '').then((a) => {
-      requirePermission(a, ...permissions);
-      return a;
-    });
+  const view = (req: FastifyRequest): Promise<ServerAccess> => accessServer(ctx, apiUser(req), (req.params as Params).server ?? '');
+  // Every server route but the view: 404 without access, 409 while suspended, then 403 without the permissions.
+  const access = async (req: FastifyRequest, ...permissions: string[]): Promise<ServerAccess> => {
+    const a = await view(req);
+    requireActiveServer(a.server);
+    requirePermission(a, ...permissions);
+    return a;
+  };
   const log = (req: FastifyRequest, event: string, server: ServerRow, properties: Record<string, unknown> = {}): Promise<void> =>
     ctx.activity.log({ event, actor: apiActor(req), subject: { type: 'server', id: server.id }, properties, ip: req.ip });
   const nodeName = async (s: ServerRow): Promise<string> => (await ctx.store.nodes.find(s.node_id))?.name ?? '';
@@ -88,7 +93,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   });
 
   api.get('/servers/:server', async (req) => {
-    const a = await access(req);
+    const a = await view(req);
     return item('server', clientServerAttributes(a.server, { isOwner: a.isOwner, node: await nodeName(a.server) }));
   });
   api.post('/servers/:server/settings/rename', async (req, reply) => {
@@ -112,7 +117,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   });
   api.post('/servers/:server/users', async (req) => {
     const a = await access(req, 'user.create');
-    const sub = await addSubuser(ctx, a.server, req.body);
+    const sub = await addSubuser(ctx, a, req.body);
     const user = found(await ctx.store.users.find(sub.user_id), 'user');
     await log(req, 'server:subuser.create', a.server, { email: user.email, permissions: JSON.parse(sub.permissions) as unknown });
     return item('server_subuser', subuserAttributes(sub, user));
@@ -126,7 +131,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
     const a = await access(req, 'user.update');
     const { sub, user } = await subuserOf(ctx, a.server, (req.params as Params).user ?? '');
     if (user.id === apiUser(req).id) throw new AppError('ERR_FORBIDDEN', 'you cannot change your own permissions', { status: 403 });
-    const updated = await updateSubuser(ctx, sub, req.body);
+    const updated = await updateSubuser(ctx, a, sub, req.body);
     await log(req, 'server:subuser.update', a.server, { email: user.email, permissions: JSON.parse(updated.permissions) as unknown });
     return item('server_subuser', subuserAttributes(updated, user));
   });

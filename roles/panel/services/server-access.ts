@@ -1,7 +1,9 @@
 /**
  * Who may do what on a server through the client API: the owner and root admins hold every
  * permission, a subuser holds its listed ones, anyone else gets 404 (not 403), so the existence of
- * another user's server is not revealed. Subuser management lives here too.
+ * another user's server is not revealed. A suspended server answers 409 to everything but its
+ * view (requireActiveServer). Subuser management lives here too: a subuser can only hand out
+ * permissions it holds itself.
  */
 import { AppError } from '../../../src/core/app-error.ts';
 import type { PanelContext } from '../context.ts';
@@ -37,6 +39,18 @@ export async function accessServer(ctx: PanelContext, user: UserRow, ref: string
   return { server, isOwner: false, permissions: new Set(JSON.parse(sub.permissions) as string[]) };
 }
 
+/** Pterodactyl's words for a suspended server (its ServerStateConflictException). */
+export const SUSPENDED_DETAIL = 'This server is currently suspended and the functionality requested is unavailable.';
+
+/**
+ * Throws 409 ServerStateConflictException when the server is suspended. Every client API route of
+ * a server calls it except the server view, for owners, subusers and root admins alike (as
+ * Pterodactyl's AuthenticateServerAccess does), so nothing changes while a server is suspended.
+ */
+export function requireActiveServer(server: ServerRow): void {
+  if (server.suspended === 1) throw new AppError('ServerStateConflictException', SUSPENDED_DETAIL, { status: 409 });
+}
+
 /** Throws 403 unless the access holds every named permission. */
 export function requirePermission(access: ServerAccess, ...permissions: string[]): void {
   if (access.permissions.has('*')) return;
@@ -66,20 +80,34 @@ const validatePermissions = createValidator<{ permissions: string[] }>({
   properties: { permissions: { type: 'array', maxItems: 200, items: { type: 'string', maxLength: 100 } } },
 });
 
-function checkPermissions(ctx: PanelContext, permissions: string[]): string {
+/**
+ * The stored form of a permission list: unknown names are a 422, and names the granting `actor`
+ * does not hold itself are a 403 naming them (a subuser cannot hand out more than it has; the
+ * owner and root admins hold everything), as in Pterodactyl's SubuserRequest.
+ */
+function checkPermissions(ctx: PanelContext, actor: ServerAccess, permissions: string[]): string {
   const unknown = permissions.filter((p) => !ctx.permissions.has(p));
   if (unknown.length > 0) throw validationError([{ field: 'permissions', rule: 'in', detail: `unknown permissions: ${unknown.join(', ')}` }]);
-  return JSON.stringify([...new Set(permissions)].sort());
+  const unique = [...new Set(permissions)].sort();
+  const notHeld = unique.filter((p) => !hasPermission(actor, p));
+  if (notHeld.length > 0) {
+    throw new AppError('ERR_FORBIDDEN', `cannot assign permissions to a subuser that your account does not actively possess: ${notHeld.join(', ')}`, { status: 403 });
+  }
+  return JSON.stringify(unique);
 }
 
-/** Adds an existing user (by email) as a subuser; the owner cannot be their own subuser. */
-export async function addSubuser(ctx: PanelContext, server: ServerRow, input: unknown): Promise<SubuserRow> {
+/**
+ * Adds an existing user (by email) as a subuser on the actor's server; the owner cannot be their
+ * own subuser, and the actor can only grant permissions it holds.
+ */
+export async function addSubuser(ctx: PanelContext, actor: ServerAccess, input: unknown): Promise<SubuserRow> {
+  const server = actor.server;
   const v = validateSubuser(input);
   const user = await ctx.store.users.findBy({ email: v.email.toLowerCase() });
   if (user === undefined) throw validationError([{ field: 'email', rule: 'exists', detail: 'no user has this email address' }]);
   if (user.id === server.owner_id) throw validationError([{ field: 'email', rule: 'not_owner', detail: 'the server owner cannot be added as a subuser' }]);
   if ((await ctx.store.subusers.findBy({ server_id: server.id, user_id: user.id })) !== undefined) throw validationError([{ field: 'email', rule: 'unique', detail: 'this user is already a subuser of the server' }]);
-  return ctx.store.subusers.insert({ user_id: user.id, server_id: server.id, permissions: checkPermissions(ctx, v.permissions), ...created() });
+  return ctx.store.subusers.insert({ user_id: user.id, server_id: server.id, permissions: checkPermissions(ctx, actor, v.permissions), ...created() });
 }
 
 /** The subuser row of a user (by UUID) on a server, or ERR_NOT_FOUND. */
@@ -89,9 +117,10 @@ export async function subuserOf(ctx: PanelContext, server: ServerRow, userUuid: 
   return { sub, user };
 }
 
-export async function updateSubuser(ctx: PanelContext, sub: SubuserRow, input: unknown): Promise<SubuserRow> {
+/** Replaces a subuser's permissions; the actor can only grant permissions it holds. */
+export async function updateSubuser(ctx: PanelContext, actor: ServerAccess, sub: SubuserRow, input: unknown): Promise<SubuserRow> {
   const v = validatePermissions(input);
-  return found(await ctx.store.subusers.update(sub.id, { permissions: checkPermissions(ctx, v.permissions), updated_at: now() }), 'subuser');
+  return found(await ctx.store.subusers.update(sub.id, { permissions: checkPermissions(ctx, actor, v.permissions), updated_at: now() }), 'subuser');
 }
 
 export function subuserAttributes(sub: SubuserRow, user: UserRow): Record<string, unknown> {

@@ -1,6 +1,8 @@
 /**
  * Users: create, update and delete with validation and scrypt hashing, and their API attributes.
- * A user who still owns servers cannot be deleted (like Pterodactyl), so no server is orphaned.
+ * A user who still owns servers cannot be deleted (like Pterodactyl), so no server is orphaned,
+ * and an admin can neither delete their own account nor drop their own admin flag (the admin
+ * pages and the application API share the rule through `actorId`).
  */
 import { randomUUID } from 'node:crypto';
 import { AppError } from '../../../src/core/app-error.ts';
@@ -8,7 +10,7 @@ import { hashPassword } from '../auth/secrets.ts';
 import type { PanelContext } from '../context.ts';
 import type { UserRow } from '../store/records.ts';
 import { created, found, now, toColumns } from './records.ts';
-import { createValidator, EMAIL, FLAG, USERNAME } from './validation.ts';
+import { createValidator, EMAIL, FLAG, USERNAME, validationError } from './validation.ts';
 
 const PASSWORD = { type: 'string', minLength: 8, maxLength: 256 };
 const NAME_PART = { type: 'string', maxLength: 191 };
@@ -60,19 +62,42 @@ export async function sendWelcomeMail(ctx: PanelContext, user: UserRow): Promise
   }
 }
 
-/** Updates the given fields (a new password is hashed). */
-export async function updateUser(ctx: PanelContext, id: number, input: unknown): Promise<UserRow> {
+/** Who makes a change: the signed-in admin or the application key's user (none for the CLI). */
+export interface UserChangeActor {
+  actorId?: number | undefined;
+}
+
+/**
+ * Updates the given fields (a new password is hashed). An actor cannot remove their own
+ * root_admin flag: 422 on `root_admin`, so the panel never locks out the admin using it.
+ */
+export async function updateUser(ctx: PanelContext, id: number, input: unknown, by: UserChangeActor = {}): Promise<UserRow> {
   const v = validateUpdate(input);
   found(await ctx.store.users.find(id), 'user');
+  if (by.actorId === id && v.root_admin === false) throw validationError([{ field: 'root_admin', rule: 'self', detail: 'you cannot remove your own administrator rights' }]);
   const values: Partial<UserRow> = { ...toColumns({ ...v, password: undefined }), updated_at: now() } as Partial<UserRow>;
   if (v.email !== undefined) values.email = v.email.toLowerCase();
   if (v.password !== undefined) values.password = await hashPassword(v.password);
   return found(await ctx.store.users.update(id, values), 'user');
 }
 
-/** Deletes a user who owns no servers; their keys, sessions and subuser rows go with them. */
-export async function deleteUser(ctx: PanelContext, id: number): Promise<void> {
+/**
+ * The activity properties of a user update (`admin:user.update`, from the admin pages and the
+ * API alike): the changed field names and whether the password changed, never the password.
+ */
+export function userUpdateProperties(input: unknown): { fields: string[]; password_changed: boolean } {
+  const v = validateUpdate(input);
+  const fields = Object.keys(v).filter((k) => v[k as keyof UserInput] !== undefined);
+  return { fields: fields.filter((k) => k !== 'password'), password_changed: fields.includes('password') };
+}
+
+/**
+ * Deletes a user who owns no servers; their keys, sessions and subuser rows go with them. The
+ * actor cannot delete their own account (409).
+ */
+export async function deleteUser(ctx: PanelContext, id: number, by: UserChangeActor = {}): Promise<void> {
   found(await ctx.store.users.find(id), 'user');
+  if (by.actorId === id) throw new AppError('ERR_DELETE_SELF', 'You cannot delete your own account.', { status: 409 });
   if ((await ctx.store.servers.findBy({ owner_id: id })) !== undefined) {
     throw new AppError('ERR_USER_HAS_SERVERS', 'cannot delete a user that still owns servers: delete or transfer them first', { status: 409 });
   }

@@ -12,7 +12,7 @@ export interface ListQuery {
   filter?: Record<string, Value>;
   /** Case-insensitive substring search over the given columns. */
   search?: { columns: readonly string[]; term: string };
-  /** 1-based; default 1. */
+  /** 1-based; default 1; callers keep it at most MAX_PAGE (the offset must stay an SQLite integer). */
   page?: number;
   /** Default 50, at most 100. */
   perPage?: number;
@@ -46,6 +46,8 @@ export interface Repository<T extends Row> {
 
 export const MAX_PER_PAGE = 100;
 export const DEFAULT_PER_PAGE = 50;
+/** The highest page number the APIs accept and the admin pages clamp to: far past any real list. */
+export const MAX_PAGE = 1_000_000;
 
 /** The asynchronous face of a synchronous driver object: every method returns a promise. */
 export type Async<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : T[K] };

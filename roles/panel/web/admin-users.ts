@@ -5,8 +5,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PanelContext } from '../context.ts';
-import { validationError } from '../services/validation.ts';
-import { createUser, deleteUser, updateUser } from '../services/users.ts';
+import { createUser, deleteUser, updateUser, userUpdateProperties } from '../services/users.ts';
 import { found } from '../services/records.ts';
 import type { UserRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
@@ -104,16 +103,13 @@ export function registerAdminUsers(admin: FastifyInstance, ctx: PanelContext): v
     const values = formBody(req.body);
     try {
       const input = inputOf(values, INPUT);
-      if (user.id === currentSession(req).user.id && input.root_admin === false) {
-        throw validationError([{ field: 'root_admin', rule: 'self', detail: 'you cannot remove your own administrator rights' }]);
-      }
-      const updated = await updateUser(ctx, user.id, input);
+      const updated = await updateUser(ctx, user.id, input, { actorId: currentSession(req).user.id });
       // A password set by an admin ends the user's other sessions (a suspected leak is the usual reason).
       if (input.password !== undefined) {
         const own = currentSession(req);
         for (const s of await ctx.store.sessions.all({ user_id: user.id })) if (s.id !== own.row.id) await ctx.store.sessions.remove(s.id);
       }
-      await adminAudit(ctx, req, 'admin:user.update', { type: 'user', id: user.id }, { fields: Object.keys(input).filter((k) => k !== 'password'), password_changed: input.password !== undefined });
+      await adminAudit(ctx, req, 'admin:user.update', { type: 'user', id: user.id }, userUpdateProperties(input));
       setFlash(reply, 'success', `User ${updated.username} was saved.`);
       return seeOther(reply, `/admin/users/${user.id}`);
     } catch (err) {
@@ -125,13 +121,10 @@ export function registerAdminUsers(admin: FastifyInstance, ctx: PanelContext): v
 
   admin.post('/admin/users/:id/delete', async (req, reply) => {
     const id = idParam(req, 'user');
-    if (id === currentSession(req).user.id) {
-      setFlash(reply, 'error', 'You cannot delete your own account.');
-      return seeOther(reply, `/admin/users/${id}`);
-    }
     try {
       const user = found(await ctx.store.users.find(id), 'user');
-      await deleteUser(ctx, id);
+      // Refuses the admin's own account ("You cannot delete your own account.", shown as a notice).
+      await deleteUser(ctx, id, { actorId: currentSession(req).user.id });
       await adminAudit(ctx, req, 'admin:user.delete', { type: 'user', id }, { username: user.username });
     } catch (err) {
       return refused(reply, err, `/admin/users/${id}`);

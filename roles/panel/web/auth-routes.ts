@@ -80,11 +80,13 @@ export function registerAuthRoutes(web: FastifyInstance, ctx: PanelContext, thro
     const values = formBody(req.body);
     const login = (values.username ?? '').trim();
     const form = formOf({ username: login });
-    const key = `login|${login.toLowerCase()}|${req.ip}`;
+    // A login that names a user counts against that user whichever identifier is typed (username
+    // or email), so the 5 failures are per account and address; unknown logins count on their own.
+    const user = await findLoginUser(ctx, login);
+    const key = user === undefined ? `login|name:${login.toLowerCase()}|${req.ip}` : `login|user:${user.id}|${req.ip}`;
     const wait = throttle.retryAfter(key);
     if (wait > 0) return loginPage(req, reply, form, 429, [tooMany(reply, wait)]);
 
-    const user = await findLoginUser(ctx, login);
     dummyHash ??= hashPassword('hostkit-timing-equaliser');
     const ok = await verifyPassword(values.password ?? '', user?.password ?? (await dummyHash));
     if (user === undefined || !ok) {

@@ -1,5 +1,6 @@
 /**
- * Login throttling: at most 5 failed attempts per username and source IP in a sliding 15-minute
+ * Login throttling: at most 5 failed attempts per account (whether named by username or email;
+ * an unknown login string counts on its own) and source IP in a sliding 15-minute
  * window; the next attempt is refused with 429 until the oldest failure leaves the window. The
  * checkpoint counts its failed codes under its own key the same way. Kept in memory: a restart
  * forgets it, and several panel processes each count on their own (acceptable for a panel that

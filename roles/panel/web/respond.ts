@@ -6,7 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isAppError } from '../../../src/core/app-error.ts';
 import type { PanelContext } from '../context.ts';
-import type { Page } from '../store/repository.ts';
+import { MAX_PAGE, type Page } from '../store/repository.ts';
 import { setFlash, takeFlash } from './flash.ts';
 import { html, type SafeHtml } from './html.ts';
 import { layout, type Notice } from './layout.ts';
@@ -55,10 +55,10 @@ export function idParam(req: FastifyRequest, what: string, key = 'id'): number {
   return Number(v);
 }
 
-/** ?page=N (1 when missing or malformed). */
+/** ?page=N (1 when missing or malformed, clamped to MAX_PAGE so the store's offset stays an integer). */
 export function pageParam(req: FastifyRequest): number {
   const p = Number((req.query as Record<string, string | undefined>).page ?? '1');
-  return Number.isInteger(p) && p >= 1 ? p : 1;
+  return Number.isInteger(p) && p >= 1 ? Math.min(p, MAX_PAGE) : 1;
 }
 
 /** ?q= search text, trimmed. */
@@ -77,10 +77,14 @@ export function pager(page: Page<unknown>, base: string, extra: Record<string, s
   }</div>`;
 }
 
-/** Writes an `admin:*` activity entry for a change made in the admin pages. */
+/**
+ * Writes an `admin:*` activity entry for a change made in the admin pages or through the
+ * application API (the same event names and properties for the same action); the actor is the
+ * signed-in admin or the API key's user (`req.apiUser`, set by http/api-auth.ts).
+ */
 export async function adminAudit(ctx: PanelContext, req: FastifyRequest, event: string, subject?: { type: string; id: number }, properties: Record<string, unknown> = {}): Promise<void> {
-  const s = webSessionOf(req);
-  await ctx.activity.log({ event, actor: s === undefined ? undefined : { type: 'user', id: s.user.id }, subject, properties, ip: req.ip });
+  const user = webSessionOf(req)?.user ?? req.apiUser;
+  await ctx.activity.log({ event, actor: user === undefined ? undefined : { type: 'user', id: user.id }, subject, properties, ip: req.ip });
 }
 
 /** Redirect after a successful POST (303: the browser follows with GET). */

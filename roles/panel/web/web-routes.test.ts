@@ -51,6 +51,7 @@ before(async () => {
   app = await createPanelApp(ctx);
   await createUser(ctx, { username: 'admin', email: 'admin@example.com', password: 'correct-horse', root_admin: true });
   await createUser(ctx, { username: 'plain', email: 'plain@example.com', password: 'plain-password' });
+  await createUser(ctx, { username: 'locked', email: 'locked@example.com', password: 'locked-password' });
 });
 after(async () => {
   await app.close();
@@ -76,25 +77,27 @@ test('login: CSRF required, bad password 401 and auth:fail, 5 failures then 429'
   const page = await c.get('/auth/login');
   assert.equal(page.statusCode, 200);
   assert.match(page.headers['content-security-policy'] as string, /frame-ancestors 'none'/);
-  const noToken = await c.post('/auth/login', { username: 'plain', password: 'plain-password' }, { token: false });
+  const noToken = await c.post('/auth/login', { username: 'locked', password: 'locked-password' }, { token: false });
   assert.equal(noToken.statusCode, 403);
   assert.match(noToken.body, /form expired/);
   for (let i = 0; i < 5; i++) {
-    const bad = await c.post('/auth/login', { username: 'plain', password: 'wrong-password' });
+    const bad = await c.post('/auth/login', { username: 'locked', password: 'wrong-password' });
     assert.equal(bad.statusCode, 401);
     assert.match(bad.body, /do not match/);
-    assert.match(bad.body, /value="plain"/);
+    assert.match(bad.body, /value="locked"/);
   }
-  const blocked = await c.post('/auth/login', { username: 'plain', password: 'plain-password' });
+  const blocked = await c.post('/auth/login', { username: 'locked', password: 'locked-password' });
   assert.equal(blocked.statusCode, 429);
   assert.ok(Number(blocked.headers['retry-after']) > 0);
+  // The count is per account: its email address is locked as well.
+  assert.equal((await c.post('/auth/login', { username: 'locked@example.com', password: 'locked-password' })).statusCode, 429);
   assert.ok((await events()).includes('auth:fail'));
 });
 
 test('a non-admin gets 403 on admin pages; a root admin without 2FA is sent to enrolment; with 2FA the admin pages open', async () => {
   const p = client(app);
   await p.get('/auth/login');
-  // Another key than the throttled one: the email address.
+  // Signing in by email address.
   const login = await p.post('/auth/login', { username: 'plain@example.com', password: 'plain-password' });
   assert.equal(login.statusCode, 303);
   const cookie = [...p.jar.keys()];
