@@ -23,6 +23,7 @@ import {
   updateNode,
 } from '../services/infrastructure.ts';
 import { found } from '../services/records.ts';
+import { inRequestTerms, validationError } from '../services/validation.ts';
 import { createServer, deleteServer, serverAttributes, setSuspended, updateServerBuild, updateServerDetails } from '../services/servers.ts';
 import { createUser, deleteUser, sendWelcomeMail, updateUser, userAttributes, userUpdateProperties } from '../services/users.ts';
 import type { Repository, Row } from '../store/repository.ts';
@@ -82,7 +83,8 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
   api.post('/users/:id/api-keys', async (req, reply) => {
     const { type, ...rest } = (req.body ?? {}) as { type?: string };
     const userId = id(req, 'user');
-    const keyType = type === 'application' ? 'application' : 'client';
+    if (type !== undefined && type !== 'client' && type !== 'application') throw validationError([{ field: 'type', rule: 'in', detail: 'the type field must be client or application' }]);
+    const keyType = type ?? 'client';
     const created = await createApiKey(ctx, userId, keyType, rest);
     await audit(req, 'admin:api-key.create', { type: 'api_key', id: created.key.id }, { identifier: created.key.identifier, key_type: keyType, user: userId });
     return reply.code(201).send({ ...item('api_key', { identifier: created.key.identifier, key_type: created.key.key_type }), meta: { secret_token: created.token } });
@@ -179,18 +181,18 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
 
   readRoutes(api, '/servers', { object: 'server', what: 'server', repo: ctx.store.servers, attributes: serverAttributes, search: ['name', 'uuid', 'identifier'] });
   api.post('/servers', async (req, reply) => {
-    const s = await createServer(ctx, fromPterodactylServer(req.body));
+    const s = await inRequestTerms(pterodactylNames(req.body, 'allocation.default'), () => createServer(ctx, fromPterodactylServer(req.body)));
     await audit(req, 'admin:server.create', { type: 'server', id: s.id }, { name: s.name, owner: s.owner_id, node: s.node_id });
     return reply.code(201).send(item('server', serverAttributes(s)));
   });
   api.patch('/servers/:id/details', async (req) => {
-    const s = await updateServerDetails(ctx, id(req, 'server'), renameUser(req.body));
+    const s = await inRequestTerms(pterodactylNames(req.body), () => updateServerDetails(ctx, id(req, 'server'), renameUser(req.body)));
     await audit(req, 'admin:server.update', { type: 'server', id: s.id });
     return item('server', serverAttributes(s));
   });
   api.patch('/servers/:id/build', async (req) => {
     const input = fromPterodactylBuild(req.body);
-    const s = await updateServerBuild(ctx, id(req, 'server'), input);
+    const s = await inRequestTerms(pterodactylNames(req.body), () => updateServerBuild(ctx, id(req, 'server'), input));
     await audit(req, 'admin:server.build', { type: 'server', id: s.id }, { fields: Object.keys(input) });
     return item('server', serverAttributes(s));
   });
@@ -210,6 +212,20 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
 }
 
 type Body = Record<string, unknown>;
+
+/**
+ * The request's names of the service fields a Pterodactyl body was flattened into (`owner_id` was
+ * `user`, `memory` was `limits.memory` when sent nested), for validation errors.
+ */
+function pterodactylNames(body: unknown, allocation = 'allocation'): Record<string, string> {
+  const b = (body ?? {}) as Body;
+  const names: Record<string, string> = { owner_id: 'user', egg_id: 'egg', image: 'docker_image', allocation_id: allocation };
+  for (const group of ['limits', 'feature_limits']) {
+    const nested = b[group];
+    if (typeof nested === 'object' && nested !== null) for (const k of Object.keys(nested)) names[k] = `${group}.${k}`;
+  }
+  return names;
+}
 
 /** Pterodactyl's `user` field is our `owner_id`. */
 function renameUser(body: unknown): Body {

@@ -25,7 +25,7 @@ import {
 } from '../services/server-access.ts';
 import { clientServerAttributes, updateServerDetails } from '../services/servers.ts';
 import { userAttributes } from '../services/users.ts';
-import { createValidator, NAME, TEXT } from '../services/validation.ts';
+import { createValidator, inRequestTerms, NAME, TEXT } from '../services/validation.ts';
 import type { ServerRow } from '../store/records.ts';
 import { createVolumeFiles } from '../volume-files.ts';
 import { item, list, plainList } from './api-format.ts';
@@ -83,7 +83,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   api.get('/account/api-keys', async (req) => plainList('api_key', await ctx.store.apiKeys.all({ user_id: apiUser(req).id, key_type: 'client' }), apiKeyAttributes));
   api.post('/account/api-keys', async (req, reply) => {
     const { description, allowed_ips } = (req.body ?? {}) as { description?: unknown; allowed_ips?: unknown };
-    const created = await createApiKey(ctx, apiUser(req).id, 'client', { ...(description !== undefined ? { memo: description } : {}), ...(allowed_ips !== undefined ? { allowed_ips } : {}) });
+    const created = await inRequestTerms({ memo: 'description' }, () => createApiKey(ctx, apiUser(req).id, 'client', { ...(description !== undefined ? { memo: description } : {}), ...(allowed_ips !== undefined ? { allowed_ips } : {}) }));
     return reply.code(201).send({ ...item('api_key', apiKeyAttributes(created.key)), meta: { secret_token: created.token } });
   });
   api.delete('/account/api-keys/:identifier', async (req, reply) => {

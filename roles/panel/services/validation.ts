@@ -24,6 +24,24 @@ export function problemsOf(err: AppError): FieldProblem[] {
   return [{ field: cause?.field ?? '', rule: 'invalid', detail: err.message }];
 }
 
+/**
+ * Runs a service call whose input was translated from a request (Pterodactyl's `user` is the
+ * service's `owner_id`, say) and names the fields of its validation problems as the request did.
+ */
+export async function inRequestTerms<T>(names: Readonly<Record<string, string>>, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    if (!(err instanceof AppError) || err.code !== 'ERR_VALIDATION') throw err;
+    throw validationError(
+      problemsOf(err).map((p) => {
+        const name = names[p.field];
+        return name === undefined ? p : { ...p, field: name, detail: p.detail.replace(`the ${p.field} field`, `the ${name} field`) };
+      }),
+    );
+  }
+}
+
 const ajv = new AjvModule.default({ allErrors: true, coerceTypes: false, useDefaults: true, removeAdditional: true, verbose: true });
 
 function describe(e: ErrorObject): FieldProblem {

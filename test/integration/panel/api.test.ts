@@ -105,6 +105,14 @@ describe('panel APIs', () => {
     const missing = await panel.api(admin, 'GET', '/api/application/servers/999');
     assert.equal(missing.status, 404);
     assert.equal((missing.body as Errors).errors[0]?.code, 'NotFoundHttpException');
+    // Errors name the fields as the request sent them, not the columns they are stored in.
+    const server = await panel.api(admin, 'POST', '/api/application/servers', { name: 'x', user: 'me', egg: 0, docker_image: 5, limits: { memory: -1 }, allocation: { default: 'a' } });
+    assert.equal(server.status, 422);
+    const named = new Map((server.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]));
+    assert.deepEqual(new Set(named.keys()), new Set(['user', 'egg', 'docker_image', 'limits.memory', 'allocation.default']));
+    assert.match(named.get('limits.memory') ?? '', /^the limits\.memory field/);
+    const key = await panel.api(admin, 'POST', '/api/application/users/1/api-keys', { type: 'app' });
+    assert.equal(key.status, 422, 'an unknown key type is refused, not taken for client');
   });
 
   it('shows the owner their server by uuid or short id, and a stranger a 404', async () => {
