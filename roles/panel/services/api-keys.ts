@@ -51,7 +51,8 @@ export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: 
   const key = await ctx.store.apiKeys.findBy({ identifier: bearer.slice(prefix.length, prefix.length + 16), key_type: type });
   if (key === undefined || !sameDigest(key.token_hash, sha256(bearer.slice(prefix.length + 16)))) return undefined;
   const allowed = JSON.parse(key.allowed_ips) as string[];
-  if (allowed.length > 0 && !createIpMatcher(allowed)(plainIp(ip))) return undefined;
+  // A good key from an address it is not allowed from is refused as Pterodactyl does (403).
+  if (allowed.length > 0 && !createIpMatcher(allowed)(plainIp(ip))) throw new AppError('ERR_FORBIDDEN', `This IP address (${plainIp(ip)}) does not have permission to access the API using these credentials.`, { status: 403 });
   const user = await ctx.store.users.find(key.user_id);
   if (user === undefined || (type === 'application' && user.root_admin !== 1)) return undefined;
   if (key.last_used_at === null || Date.now() - Date.parse(key.last_used_at) >= LAST_USED_EVERY_MS) await ctx.store.apiKeys.update(key.id, { last_used_at: now() });
