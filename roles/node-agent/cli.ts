@@ -16,10 +16,6 @@ export function agentSocketPath(configPath: string): string {
 
 const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<T> => localRequest<T>(socket, method, `/api/v1${path}`, 'bandwidth-node');
 
-
-
-
-
 export async function statusCommand(socket: string, json: boolean): Promise<void> {
   const s = await call<AgentStatus>(socket, 'GET', '/status');
   if (json) return print(JSON.stringify(s, null, 2));
