@@ -5,7 +5,7 @@
  * non-positive durations, bad cron expressions, unknown time zones and bad webhook URLs.
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
-import { at, checkHttpUrl, checkPositiveDurations, checkTimeZone } from '../../src/core/config-checks.ts';
+import { at, checkHttpUrl, checkPositiveDurations, checkTimerDurations, checkTimeZone } from '../../src/core/config-checks.ts';
 import { cronProblem } from '../../src/lib/cron.ts';
 import { validateBandwidthdConfig } from '../../src/contracts/validators.js';
 import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
@@ -61,6 +61,8 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
       ],
       problems,
     );
+    // 0s is allowed here (no batching); retry backoffs are capped at 60 s where they are used.
+    checkTimerDurations(config, ['/notifications/batch_window'], problems);
     checkTimeZone(config, '/timezone', problems);
     for (const name of CRONS) {
       const expr = at(config, `/scheduler/${name}`);

@@ -6,9 +6,13 @@
  * without Fastify and its dependencies the idle agent's RSS is about 3 MiB smaller
  * (docs/decisions.md "The executable's memory"). The answers are the ones the other roles'
  * Fastify servers give: malformed JSON 400, a body over 1 MiB 413 (on every route), another
- * media type 415, unknown routes 404.
+ * media type 415, unknown routes 404, a known path with another method 405 with `Allow` (after
+ * the token check on authenticated paths). What node's HTTP parser refuses itself (a header
+ * section over 16 KiB, a malformed request) is answered with the envelope too.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { AppError } from '../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
@@ -22,6 +26,8 @@ const BODY_LIMIT = MIB;
 
 export interface NodeApi {
   listen(at: { host: string; port: number } | { path: string }): Promise<void>;
+  /** Where it listens once listen resolved (the port chosen for port 0); null before. */
+  address(): AddressInfo | string | null;
   /** Stops accepting, answers 503 to requests still arriving, and resolves when the server is closed. */
   close(): Promise<void>;
 }
@@ -42,16 +48,25 @@ interface Route {
   handle(req: RouteRequest): unknown;
 }
 
-/** An answer with its status: a success envelope or a failure one. */
+/** An answer with its status: a success envelope or a failure one, and any extra headers. */
 class Answer {
   readonly status: number;
   readonly body: unknown;
+  readonly headers: Readonly<Record<string, string>>;
 
-  constructor(status: number, body: unknown) {
+  constructor(status: number, body: unknown, headers: Readonly<Record<string, string>> = {}) {
     this.status = status;
     this.body = body;
+    this.headers = headers;
   }
 }
+
+/** The answers for errors node's HTTP parser raises before a request exists (its own codes). */
+const PARSER_ERRORS: Readonly<Record<string, { status: number; message: string }>> = {
+  HPE_HEADER_OVERFLOW: { status: 431, message: 'request header fields too large' },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: { status: 413, message: 'request chunk extensions too large' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, message: 'request timed out' },
+};
 
 const badRequest = (message: string): AppError => new AppError('ERR_BAD_REQUEST', message, { status: 400 });
 
@@ -112,7 +127,8 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
     },
   ];
 
-  const fail = (status: number, code: string, message: string): Answer => new Answer(status, failureEnvelope(SERVICE_VERSION, code, message));
+  const fail = (status: number, code: string, message: string, headers?: Record<string, string>): Answer =>
+    new Answer(status, failureEnvelope(SERVICE_VERSION, code, message), headers);
   let closing = false;
 
   async function answer(req: IncomingMessage): Promise<Answer> {
@@ -130,7 +146,15 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
         break;
       }
     }
-    if (!route || !match) return fail(404, 'ERR_NOT_FOUND', `no route ${req.method ?? ''} ${path}`);
+    if (!route || !match) {
+      // A known path with another method: 405 (spec/1 §7 lists no code for it; ERR_BAD_REQUEST,
+      // see docs/node-agent.md), but only to a caller that may use the path.
+      const same = routes.filter((r) => r.path.test(path));
+      if (same.length === 0) return fail(404, 'ERR_NOT_FOUND', `no route ${req.method ?? ''} ${path}`);
+      if (same.some((r) => r.auth) && !bearerMatches(req.headers.authorization)) return fail(401, 'ERR_UNAUTHORIZED', 'missing or invalid bearer token');
+      const allow = [...new Set(same.flatMap((r) => (r.method === 'GET' ? ['GET', 'HEAD'] : [r.method])))].join(', ');
+      return fail(405, 'ERR_BAD_REQUEST', `method ${req.method ?? ''} is not allowed on ${path}; allowed: ${allow}`, { allow });
+    }
     if (route.auth && !bearerMatches(req.headers.authorization)) return fail(401, 'ERR_UNAUTHORIZED', 'missing or invalid bearer token');
     let params: string[];
     try {
@@ -186,6 +210,7 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
     res.statusCode = a.status;
     res.setHeader('content-type', 'application/json; charset=utf-8');
     res.setHeader('content-length', Buffer.byteLength(text));
+    for (const [name, value] of Object.entries(a.headers)) res.setHeader(name, value);
     // A body left unread (refused for its size) ends the connection.
     if (!req.complete) res.setHeader('connection', 'close');
     res.end(req.method === 'HEAD' ? undefined : text);
@@ -202,6 +227,27 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
     );
   });
 
+  // Without this, node answers its parser's errors with an empty body; the envelope is on every
+  // response (spec/1 §2.1). As in node's own handler, nothing is written to a socket that is gone
+  // or whose in-flight response has already sent its head: that would corrupt the stream.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    socket.on('error', () => undefined); // node removed its own listener; a late EPIPE must not crash the agent
+    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const { status, message } = PARSER_ERRORS[err.code ?? ''] ?? { status: 400, message: 'malformed HTTP request' };
+    const text = JSON.stringify(failureEnvelope(SERVICE_VERSION, 'ERR_BAD_REQUEST', message));
+    const head = [
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}`,
+      'Content-Type: application/json; charset=utf-8',
+      `Content-Length: ${Buffer.byteLength(text)}`,
+      'Connection: close',
+    ];
+    socket.end(`${head.join('\r\n')}\r\n\r\n${text}`, () => socket.destroy());
+  });
+
   return {
     listen: (at) =>
       new Promise((resolve, reject) => {
@@ -213,6 +259,7 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
         if ('path' in at) server.listen(at.path, ready);
         else server.listen(at.port, at.host, ready);
       }),
+    address: () => server.address(),
     close: () =>
       new Promise((resolve) => {
         closing = true;

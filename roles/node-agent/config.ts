@@ -1,10 +1,12 @@
 /**
  * The node agent's config (spec/1 §2.10): path from --config, else BANDWIDTH_NODE_CONFIG, else
  * /etc/bandwidth-node/config.yaml; schema defaults; the start-time refusals of the spec (missing
- * panel.url, non-IANA timezone, non-positive durations, a token file that is not 64 lowercase
- * hex characters with mode 0600).
+ * panel.url, non-IANA timezone, non-positive durations or ones too long for a timer, a token
+ * file that is not 64 lowercase hex characters with mode 0600), and what `serve` could not run
+ * (an empty socket path or token file path, an api.listen that is no address).
  */
 import { statSync, readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
 import { at, checkHttpUrl, checkPositiveDurations, checkTimeZone } from '../../src/core/config-checks.ts';
 import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
@@ -19,6 +21,20 @@ export function nodeAgentConfigPath(flag: string | undefined): string {
 }
 
 const TOKEN = /^[0-9a-f]{64}$/;
+const LABEL = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i;
+
+/**
+ * Whether `api.listen` can be a bind address: an IPv4 or IPv6 literal (no brackets, no port), or
+ * a host name of valid syntax whose last label is not all digits (so `999.1.1.1` is refused
+ * rather than looked up in DNS at start).
+ */
+export function isListenHost(value: string): boolean {
+  if (isIP(value) !== 0) return true;
+  const name = value.endsWith('.') ? value.slice(0, -1) : value;
+  if (name.length === 0 || name.length > 253) return false;
+  const labels = name.split('.');
+  return labels.every((l) => LABEL.test(l)) && !/^[0-9]+$/.test(labels[labels.length - 1] as string);
+}
 
 /** Problems of the pairing token file; the file is read again at start, never cached here. */
 export function tokenFileProblems(file: string): string[] {
@@ -57,11 +73,21 @@ export const nodeAgentConfigSpec: ConfigSpec<NodeAgentConfig> = {
     if (at(config, '/database/max_open_conns') !== undefined && at(config, '/database/max_open_conns') !== 1) {
       problems.push({ path: '/database/max_open_conns', message: 'must be 1: the store has a single writer' });
     }
-    if (at(config, '/api/enabled') !== false && at(config, '/api/listen') === '') {
-      problems.push({ path: '/api/listen', message: 'is required while the API is enabled' });
+    if (at(config, '/general/socket_path') === '') {
+      problems.push({ path: '/general/socket_path', message: 'is required: the local CLI socket (for example /var/run/bandwidth-node.sock)' });
+    }
+    const listen = at(config, '/api/listen');
+    // A disabled API binds nothing; a listen of another type is the schema's to report.
+    if (at(config, '/api/enabled') !== false && typeof listen === 'string') {
+      if (listen === '') problems.push({ path: '/api/listen', message: 'is required while the API is enabled' });
+      else if (!isListenHost(listen)) {
+        problems.push({ path: '/api/listen', message: `must be an IP address (such as 0.0.0.0 or ::) or a host name, without a port (got ${JSON.stringify(listen)})` });
+      }
     }
     const tokenFile = at(config, '/panel/token_file');
-    if (typeof tokenFile === 'string' && tokenFile !== '') {
+    if (tokenFile === '') {
+      problems.push({ path: '/panel/token_file', message: "is required: the file holding the node's pairing token" });
+    } else if (typeof tokenFile === 'string') {
       for (const message of tokenFileProblems(tokenFile)) problems.push({ path: '/panel/token_file', message });
     }
   },

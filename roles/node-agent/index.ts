@@ -1,3 +1,4 @@
+import { Option } from 'commander';
 import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, subcommand } from '../../src/core/cli.ts';
 import { loadNodeAgentConfig, nodeAgentConfigPath, DEFAULT_CONFIG_PATH } from './config.ts';
@@ -35,8 +36,9 @@ export const nodeAgentRole: RoleDefinition = {
       .action((opts: { config?: string; json?: boolean }) => statsCommand(socketOf(opts), opts.json === true));
     subcommand(cmd, 'history <uuid>', 'show a server’s usage since the start of the current period')
       .option('-c, --config <file>', CONFIG_HELP)
-      .option('--period <period>', 'day, week or month', 'day')
-      .option('--bucket <bucket>', 'hour or day', 'hour')
+      // choices: another value is a usage error (exit 2), before the socket is asked
+      .addOption(new Option('--period <period>', 'day, week or month').choices(['day', 'week', 'month']).default('day'))
+      .addOption(new Option('--bucket <bucket>', 'hour or day').choices(['hour', 'day']).default('hour'))
       .option('--json', 'print JSON')
       .action((uuid: string, opts: { config?: string; period: string; bucket: string; json?: boolean }) =>
         historyCommand(socketOf(opts), uuid, opts.period, opts.bucket, opts.json === true),

@@ -4,7 +4,8 @@
  * missing fields taken from the override-row defaults of spec/1 §2.9.
  */
 import { isTimeZone } from '../../src/lib/calendar.ts';
-import type { LimitsPayload } from '../../src/contracts/types.ts';
+import { firstFailure } from '../../src/lib/api-envelope.ts';
+import { validateLimitsPayload } from '../../src/contracts/validators.js';
 import type { Limits } from './accounting.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -42,10 +43,14 @@ export const LIMIT_DEFAULTS: Readonly<Omit<Limits, 'uuid'>> = {
   throttle_tx_mbps: 5,
 };
 
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
 /** One entry: the effective limits, or why it failed. */
 export function normalizeEntry(raw: unknown): Limits | string {
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return 'entry is not an object';
-  const e = raw as Record<string, unknown>;
+  if (!isObject(raw)) return 'entry is not an object';
+  const e = raw;
   if (typeof e['uuid'] !== 'string' || !UUID.test(e['uuid'])) return 'uuid missing or not a UUID';
   const out: Limits = { ...LIMIT_DEFAULTS, uuid: e['uuid'].toLowerCase() };
   if (e['enabled'] !== undefined) {
@@ -75,22 +80,26 @@ export interface NormalizedLimits {
 }
 
 /**
- * The whole payload. Returns an error string for what fails the whole request (config_version
- * not an integer, servers not an array, an unknown time zone: the previous one stays).
+ * The whole payload. Returns an error string for what fails the whole request: a payload the
+ * contract's validator refuses at the top level (not an object, config_version or servers
+ * missing or of the wrong type: nothing is replaced), or an unknown time zone (the previous one
+ * stays). The entries are not the validator's: each is checked by normalizeEntry, so a bad one
+ * counts as failed without failing the request (spec/1 §4.1 rule 5).
  */
-export function normalizeLimits(payload: Partial<LimitsPayload>): NormalizedLimits | string {
-  const version = payload.config_version;
-  if (typeof version !== 'number' || !Number.isInteger(version) || version < 0) return 'config_version must be a non-negative integer';
-  if (payload.servers !== undefined && !Array.isArray(payload.servers)) return 'servers must be an array';
+export function normalizeLimits(payload: unknown): NormalizedLimits | string {
+  const top = isObject(payload) && Array.isArray(payload['servers']) ? { ...payload, servers: [] } : payload;
+  if (!validateLimitsPayload(top)) return `invalid limits payload: ${firstFailure(validateLimitsPayload.errors)}`;
+  const version = top.config_version;
+  const entries = (payload as { servers: unknown[] }).servers;
   let timezone: string | null = null;
-  if (payload.timezone !== undefined && payload.timezone !== null && payload.timezone !== '') {
-    if (typeof payload.timezone !== 'string' || !isTimeZone(payload.timezone)) return `unknown timezone ${JSON.stringify(payload.timezone)}; the previous timezone stays`;
-    timezone = payload.timezone;
+  if (top.timezone !== undefined && top.timezone !== '') {
+    if (!isTimeZone(top.timezone)) return `unknown timezone ${JSON.stringify(top.timezone)}; the previous timezone stays`;
+    timezone = top.timezone;
   }
   const servers: Limits[] = [];
   const failed: { index: number; reason: string }[] = [];
   const seen = new Set<string>();
-  (payload.servers ?? []).forEach((raw, index) => {
+  entries.forEach((raw, index) => {
     const entry = normalizeEntry(raw);
     if (typeof entry === 'string') failed.push({ index, reason: entry });
     else if (seen.has(entry.uuid)) failed.push({ index, reason: `duplicate uuid ${entry.uuid}` });

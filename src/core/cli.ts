@@ -35,6 +35,7 @@ export function subcommand(parent: Command, nameAndArgs: string, description: st
  */
 export async function runProgram(program: Command, args: readonly string[]): Promise<number> {
   try {
+    refuseUnknownHelpTopic(program, args);
     await program.parseAsync(args as string[], { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT_OK;
   } catch (err) {
@@ -42,10 +43,38 @@ export async function runProgram(program: Command, args: readonly string[]): Pro
   }
 }
 
+/**
+ * `help <topic>` where the topic is no command: commander would print the whole help to stderr.
+ * Runs before parsing and raises the one-line unknown-command error instead (exit 2). Walks
+ * the leading command names only; anything else is left to commander.
+ */
+function refuseUnknownHelpTopic(program: Command, args: readonly string[]): void {
+  const named = (cmd: Command, name: string): Command | undefined => cmd.commands.find((c) => c.name() === name || c.aliases().includes(name));
+  let cmd = program;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] as string;
+    const sub = named(cmd, arg);
+    if (sub) {
+      cmd = sub;
+      continue;
+    }
+    const topic = args[i + 1];
+    if (arg !== 'help' || cmd.commands.length === 0 || topic === undefined || topic.startsWith('-')) return;
+    if (!named(cmd, topic)) {
+      // commander's own message and suggestion: unknownCommand reads the name from args.
+      cmd.args = [topic];
+      (cmd as unknown as { unknownCommand(): never }).unknownCommand();
+    }
+    return;
+  }
+}
+
 function exitCodeFor(err: unknown): number {
   if (err instanceof CommanderError) {
     if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT_OK;
-    if (err.code === 'commander.help') return EXIT_USAGE; // a command group run without a subcommand
+    // `help` and `help <command>` print the help and exit 0; a command group run without a
+    // subcommand prints it to stderr with a nonzero code: a usage error.
+    if (err.code === 'commander.help') return err.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
     return EXIT_USAGE;
   }
   if (err instanceof ConfigError) {

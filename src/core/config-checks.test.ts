@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { at, checkPositiveDurations, httpUrlProblem, isIpOrCidr, parseListen } from './config-checks.ts';
+import { at, checkPositiveDurations, checkTimerDurations, httpUrlProblem, isIpOrCidr, parseListen } from './config-checks.ts';
 import type { ConfigProblem } from './config-loader.ts';
 
 test('at reads JSON pointers and tolerates missing steps', () => {
@@ -12,6 +12,20 @@ test('durations must be positive', () => {
   const problems: ConfigProblem[] = [];
   checkPositiveDurations({ a: '0s', b: '5s', c: 'bad' }, ['/a', '/b', '/c'], problems);
   assert.deepEqual(problems, [{ path: '/a', message: 'must be a positive duration' }]);
+});
+
+test('durations longer than a timer can wait are refused with their path', () => {
+  const problems: ConfigProblem[] = [];
+  // 24d fits 2^31-1 ms; 25d, 30d and 597h (24.9 days) do not.
+  checkPositiveDurations({ a: '24d', b: '25d', c: '30d', d: '597h', e: '2147483647ms', f: '2147483648ms' }, ['/a', '/b', '/c', '/d', '/e', '/f'], problems);
+  assert.deepEqual(
+    problems.map((p) => p.path),
+    ['/b', '/c', '/d', '/f'],
+  );
+  assert.match(problems[0]?.message ?? '', /must be at most 24d .*"25d"/);
+  const zeroOk: ConfigProblem[] = [];
+  checkTimerDurations({ w: '0s', x: '31d' }, ['/w', '/x'], zeroOk);
+  assert.deepEqual(zeroOk.map((p) => p.path), ['/x']);
 });
 
 test('listen addresses and URLs', () => {

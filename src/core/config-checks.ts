@@ -6,7 +6,7 @@
 import { isIP } from 'node:net';
 import type { ConfigProblem } from './config-loader.ts';
 import { isTimeZone } from '../lib/calendar.ts';
-import { parseDuration } from '../lib/units.ts';
+import { MAX_TIMER_MS, parseDuration } from '../lib/units.ts';
 
 /** Reads a value by JSON pointer (`/a/b/0`); undefined when any step is missing. */
 export function at(obj: unknown, pointer: string): unknown {
@@ -18,12 +18,26 @@ export function at(obj: unknown, pointer: string): unknown {
   return cur;
 }
 
-/** Durations that must be above zero (`0s` is valid syntax but means "never"). */
+const TOO_LONG = `must be at most 24d (${MAX_TIMER_MS}ms, about 24.8 days): a longer wait does not fit a timer and would make the job run every millisecond`;
+
+/**
+ * Durations that the daemons wait with a timer: at most MAX_TIMER_MS (a longer one would fire
+ * every millisecond). `0s` passes here; checkPositiveDurations refuses it where it means "never".
+ */
+export function checkTimerDurations(config: unknown, pointers: readonly string[], problems: ConfigProblem[]): void {
+  for (const path of pointers) {
+    const ms = parseDuration(at(config, path));
+    if (ms !== undefined && ms > MAX_TIMER_MS) problems.push({ path, message: `${TOO_LONG} (got ${JSON.stringify(at(config, path))})` });
+  }
+}
+
+/** Durations that must be above zero (`0s` is valid syntax but means "never") and fit a timer. */
 export function checkPositiveDurations(config: unknown, pointers: readonly string[], problems: ConfigProblem[]): void {
   for (const path of pointers) {
     const ms = parseDuration(at(config, path));
     if (ms === 0) problems.push({ path, message: 'must be a positive duration' });
   }
+  checkTimerDurations(config, pointers, problems);
 }
 
 export function checkTimeZone(config: unknown, path: string, problems: ConfigProblem[]): void {

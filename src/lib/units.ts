@@ -6,6 +6,13 @@
 const DURATION = /^([0-9]+)(ms|s|m|h|d)$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
+/**
+ * The longest wait a Node.js timer can hold (2^31-1 ms, about 24.8 days): setTimeout and
+ * setInterval turn anything longer into 1 ms, so a config duration above it would run its job
+ * every millisecond. The config checks refuse such values.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** Parses `5s`, `1m`, `1h`, `250ms`, `2d` into milliseconds; returns undefined for anything else. */
 export function parseDuration(text: unknown): number | undefined {
   if (typeof text !== 'string') return undefined;

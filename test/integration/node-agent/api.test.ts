@@ -145,7 +145,7 @@ test('bad requests: malformed JSON 400, oversized body 413, unknown timezone 400
   assert.deepEqual([status.config_version, status.timezone], [3, 'Europe/Berlin']);
 });
 
-test('bad requests: another media type 415, a chunked body past 1 MiB 413, unknown routes and methods 404, HEAD', async () => {
+test('bad requests: another media type 415, a chunked body past 1 MiB 413, unknown routes 404, other methods 405, HEAD', async () => {
   const text = await api('PUT', '/limits', { body: '{}', type: 'text/plain' });
   assert.deepEqual([text.status, text.body.meta.code], [415, 'ERR_BAD_REQUEST']);
   // No Content-Length: the cap applies while the body streams in.
@@ -165,10 +165,20 @@ test('bad requests: another media type 415, a chunked body past 1 MiB 413, unkno
   // The cap holds on every route, one without a body too.
   const unthrottleBig = await api('POST', `/servers/${A}/unthrottle`, { body: 'x'.repeat(1024 * 1024 + 1), type: 'text/plain' });
   assert.deepEqual([unthrottleBig.status, unthrottleBig.body.meta.code], [413, 'ERR_BAD_REQUEST']);
-  for (const [method, path] of [['GET', '/nothing'], ['DELETE', '/stats'], ['POST', '/limits']] as const) {
-    const r = await api(method, path);
-    assert.deepEqual([r.status, r.body.success, r.body.meta.code], [404, false, 'ERR_NOT_FOUND'], `${method} ${path}`);
+  const nothing = await api('GET', '/nothing');
+  assert.deepEqual([nothing.status, nothing.body.success, nothing.body.meta.code], [404, false, 'ERR_NOT_FOUND']);
+  // A known path with another method: 405 with Allow (docs/node-agent.md), after the token check.
+  for (const [method, path] of [['DELETE', '/stats'], ['POST', '/limits'], ['POST', '/health']] as const) {
+    const res = await fetch(`${base}/api/v1${path}`, { method, headers: { authorization: `Bearer ${TOKEN}` } });
+    const body = (await res.json()) as { success: boolean; meta: { code: string } };
+    assert.deepEqual([res.status, body.success, body.meta.code], [405, false, 'ERR_BAD_REQUEST'], `${method} ${path}`);
+    assert.ok(res.headers.get('allow'), `${method} ${path} names the allowed methods`);
   }
+  assert.equal((await api('DELETE', '/stats', { token: null })).status, 401);
+  // A payload without servers is refused whole; it does not wipe the limits.
+  const noServers = await api('PUT', '/limits', { body: JSON.stringify({ config_version: 99 }) });
+  assert.deepEqual([noServers.status, noServers.body.meta.code], [400, 'ERR_BAD_REQUEST']);
+  assert.equal((JSON.parse(cli('status', '--json').stdout) as { config_version: number }).config_version, 3);
   const head = await fetch(`${base}/api/v1/health`, { method: 'HEAD' });
   assert.equal(head.status, 200);
   assert.match(head.headers.get('content-type') ?? '', /application\/json/);
@@ -178,6 +188,12 @@ test('bad requests: another media type 415, a chunked body past 1 MiB 413, unkno
 });
 
 test('history: buckets from the start of the period, 404 for unknown servers, 400 for bad parameters', async () => {
+  // The CLI refuses a bad period or bucket itself: a usage error, exit 2, one line.
+  for (const bad of [['--period', 'year'], ['--bucket', 'minute']]) {
+    const r = cli('history', A, ...bad);
+    assert.equal(r.code, 2, bad.join(' '));
+    assert.match(r.stderr, /^error: option .* is invalid\. Allowed choices are .*\n$/);
+  }
   const day = await api('GET', `/servers/${A}/history`);
   assert.equal(day.status, 200);
   assert.equal(day.body.data.uuid, A);
