@@ -10,6 +10,7 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Duplex } from 'node:stream';
+import { timerDelay } from '../../src/lib/units.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { ORIGIN_RULES, endpointsOf, errorCode, originFailed } from './forward.ts';
 import { stripResponseHopHeaders } from './hop-headers.ts';
@@ -81,10 +82,10 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
     createConnection() {
       const raw = netConnect({ host, port });
       raw.setNoDelay(true);
-      timer = setTimeout(() => fail(ORIGIN_ERRORS.connectTimeout, 'connect timeout'), site.config.origin.connect_timeout_ms);
+      timer = setTimeout(() => fail(ORIGIN_ERRORS.connectTimeout, 'connect timeout'), timerDelay(site.config.origin.connect_timeout_ms));
       raw.once('connect', () => {
         clearTimeout(timer);
-        timer = setTimeout(() => fail(ORIGIN_ERRORS.headersTimeout, 'no answer to the upgrade'), site.config.origin.read_timeout_ms);
+        timer = setTimeout(() => fail(ORIGIN_ERRORS.headersTimeout, 'no answer to the upgrade'), timerDelay(site.config.origin.read_timeout_ms));
       });
       if (preface) raw.write(preface);
       return secure ? tlsConnect({ socket: raw, host, ...(isIP(host) === 0 ? { servername: host } : {}), ALPNProtocols: ['http/1.1'] }) : raw;
@@ -205,16 +206,25 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
       client.write(upstreamHead);
     }
 
+    // Both re-arm for what is left: a limit past a timer's 24.8 days is honoured, not cut to 1 ms.
     if (ws.idle_timeout_secs > 0) {
       const idleMs = ws.idle_timeout_secs * 1000;
       const check = (): void => {
         const quiet = performance.now() - last;
         if (quiet >= idleMs) closeTunnel('idle');
-        else idleTimer = setTimeout(check, idleMs - quiet);
+        else idleTimer = setTimeout(check, timerDelay(idleMs - quiet));
       };
-      idleTimer = setTimeout(check, idleMs);
+      idleTimer = setTimeout(check, timerDelay(idleMs));
     }
-    if (ws.max_lifetime_secs > 0) lifeTimer = setTimeout(() => closeTunnel('lifetime'), ws.max_lifetime_secs * 1000);
+    if (ws.max_lifetime_secs > 0) {
+      const endsAt = performance.now() + ws.max_lifetime_secs * 1000;
+      const lifeCheck = (): void => {
+        const left = endsAt - performance.now();
+        if (left <= 0) closeTunnel('lifetime');
+        else lifeTimer = setTimeout(lifeCheck, timerDelay(left));
+      };
+      lifeTimer = setTimeout(lifeCheck, timerDelay(endsAt - performance.now()));
+    }
   }
 
   return tunnel;

@@ -13,6 +13,11 @@ const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_00
  */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
+/** A delay a timer holds as given: at most MAX_TIMER_MS (callers re-arm for what is left). */
+export function timerDelay(ms: number): number {
+  return Math.min(Math.max(ms, 0), MAX_TIMER_MS);
+}
+
 /** Parses `5s`, `1m`, `1h`, `250ms`, `2d` into milliseconds; returns undefined for anything else. */
 export function parseDuration(text: unknown): number | undefined {
   if (typeof text !== 'string') return undefined;

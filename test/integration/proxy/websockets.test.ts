@@ -28,6 +28,8 @@ before(async () => {
     'ws.yaml': { id: 'ws', hostnames: ['ws.test'], origin: { url: origin.url } },
     'idle.yaml': { id: 'idle', hostnames: ['idle.test'], origin: { url: origin.url }, websockets: { idle_timeout_secs: 1 } },
     'life.yaml': { id: 'life', hostnames: ['life.test'], origin: { url: origin.url }, websockets: { max_lifetime_secs: 1 } },
+    // 30 days: past what one timer holds (24.8 days), which would otherwise fire at once.
+    'month.yaml': { id: 'month', hostnames: ['month.test'], origin: { url: origin.url }, websockets: { max_lifetime_secs: 2_592_000, idle_timeout_secs: 2_592_000 } },
     'down.yaml': { id: 'down', hostnames: ['down.test'], origin: { url: `http://127.0.0.1:${deadPort}` } },
   };
   for (const [name, site] of Object.entries(sites)) root.writeSite(name, site);
@@ -111,6 +113,15 @@ test('max_lifetime_secs closes a busy tunnel', async () => {
   clearInterval(timer);
   const age = Date.now() - started;
   assert.ok(age >= 900 && age < 2_000, `closed at ${age} ms`);
+});
+
+test('limits of a month keep a tunnel open (longer than one timer can wait)', async () => {
+  const ws = await connectWs({ port: root.httpPort, host: 'month.test' });
+  await new Promise((r) => setTimeout(r, 300));
+  ws.send(OP.ping, 'still');
+  assert.equal((await ws.next()).opcode, OP.pong);
+  assert.equal(ws.isClosed(), false);
+  ws.socket.destroy();
 });
 
 test('a refused upgrade is relayed as a plain answer; an unreachable origin is 502', async () => {
