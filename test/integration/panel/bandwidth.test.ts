@@ -69,6 +69,26 @@ describe('panel bandwidth addon with a node agent', () => {
     return (r.body as Item).attributes as { id: number; uuid: string };
   };
 
+  /** A node agent config in the panel's directory (`<name>.yaml`, its token in `<name>.token`), no Docker, no tc. */
+  const writeAgentConfig = async (name: string, pairing: string): Promise<string> => {
+    const tokenFile = join(panel.dir, `${name}.token`);
+    writeFileSync(tokenFile, `${pairing}\n`, { mode: 0o600 });
+    const file = join(panel.dir, `${name}.yaml`);
+    writeFileSync(
+      file,
+      stringify({
+        general: { socket_path: join(panel.dir, `${name}.sock`) },
+        logging: { console: true, file: '', level: 'info' },
+        database: { path: join(panel.dir, `${name}.db`) },
+        api: { listen: '127.0.0.1', port: await freePort() },
+        panel: { url: panel.url, token_file: tokenFile },
+        traffic_control: { enabled: false },
+      }),
+    );
+    return file;
+  };
+  const startAgent = (config: string): Daemon => startHostkit(['node-agent', 'serve', '--config', config], { env: { DOCKER_HOST: `unix://${join(panel.dir, 'no-docker.sock')}` } });
+
   before(async () => {
     panel = await startPanel();
     panel.createUser('root', { admin: true });
@@ -93,21 +113,8 @@ describe('panel bandwidth addon with a node agent', () => {
   it('a node registering with an old config_version pulls the limits', async () => {
     await createServer('defaults');
     await createServer('capped', { tx_speed_mbps: 50, tx_quota_month_gb: 100, exceed_action: 'throttle' });
-    const tokenFile = join(panel.dir, 'node-token');
-    writeFileSync(tokenFile, `${token}\n`, { mode: 0o600 });
-    agentConfig = join(panel.dir, 'agent.yaml');
-    writeFileSync(
-      agentConfig,
-      stringify({
-        general: { socket_path: join(panel.dir, 'agent.sock') },
-        logging: { console: true, file: '', level: 'info' },
-        database: { path: join(panel.dir, 'agent.db') },
-        api: { listen: '127.0.0.1', port: await freePort() },
-        panel: { url: panel.url, token_file: tokenFile },
-        traffic_control: { enabled: false },
-      }),
-    );
-    agent = startHostkit(['node-agent', 'serve', '--config', agentConfig], { env: { DOCKER_HOST: `unix://${join(panel.dir, 'no-docker.sock')}` } });
+    agentConfig = await writeAgentConfig('agent', token);
+    agent = startAgent(agentConfig);
     await agent.waitFor(/node API listening/);
     await panel.daemon.waitFor(/node node-a registered/);
     // Two servers created, one with its own limits: three changes, three bumps.
@@ -288,23 +295,9 @@ describe('panel bandwidth addon with a node agent', () => {
     const wrong = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${'ab'.repeat(32)}` } });
     assert.equal(wrong.status, 401, 'an unknown token is still 401');
     // The agent of the deleted node says so, instead of asking for the new token of a node that is gone.
-    const tokenFile = join(panel.dir, 'node-c-token');
-    writeFileSync(tokenFile, `${c.token}\n`, { mode: 0o600 });
-    const config = join(panel.dir, 'agent-c.yaml');
-    writeFileSync(
-      config,
-      stringify({
-        general: { socket_path: join(panel.dir, 'agent-c.sock') },
-        logging: { console: true, file: '', level: 'info' },
-        database: { path: join(panel.dir, 'agent-c.db') },
-        api: { listen: '127.0.0.1', port: await freePort() },
-        panel: { url: panel.url, token_file: tokenFile },
-        traffic_control: { enabled: false },
-      }),
-    );
-    const agentC = startHostkit(['node-agent', 'serve', '--config', config], { env: { DOCKER_HOST: `unix://${join(panel.dir, 'no-docker.sock')}` } });
+    const agentC = startAgent(await writeAgentConfig('agent-c', c.token));
     try {
-      await agentC.waitFor(/this node was deleted in the panel: pair the agent again with a new node's token in [^ ]+node-c-token and restart/, 10_000);
+      await agentC.waitFor(/this node was deleted in the panel: pair the agent again with a new node's token in [^ ]+agent-c\.token and restart/, 10_000);
       assert.doesNotMatch(agentC.output(), /token rejected/);
     } finally {
       await agentC.stop();
