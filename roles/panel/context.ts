@@ -7,9 +7,17 @@ import type { PanelConfig } from '../../src/contracts/types.ts';
 import type { AppKey } from './app-key.ts';
 import type { Mailer } from './mailer.ts';
 import type { ActivityLog } from './services/activity.ts';
+import type { ServerAccess } from './services/server-access.ts';
 import type { FieldProblem } from './services/validation.ts';
 import type { ServerRow } from './store/records.ts';
 import type { PanelStore } from './store/store.ts';
+
+/** Who asks the file manager for something: their access to the server, the actor and address for the activity log. */
+export interface FileCall {
+  access: ServerAccess;
+  actor: { type: string; id: number };
+  ip: string;
+}
 
 /** Lifecycle hooks: addons (bandwidth, trash bin, operations) react to core changes here. */
 export interface PanelHooks {
@@ -26,6 +34,23 @@ export interface PanelHooks {
   serverCreated: ((server: ServerRow, input: Record<string, unknown>) => Promise<void> | void)[];
   /** Runs after a server record was deleted. */
   serverDeleted: ((server: ServerRow) => Promise<void> | void)[];
+  /**
+   * `GET files/list`, after the core's permission checks: the first hook returning entries answers
+   * for that directory (the trash bin's `/.trash`) instead of the volume; undefined passes on.
+   */
+  fileList?: ((call: FileCall, directory: string) => Promise<unknown[] | undefined>)[];
+  /**
+   * `POST files/delete`, after the core's permission checks and validation, with the request's
+   * raw body (addon fields such as `permanent`): a hook may refuse (throw), or take the delete
+   * over and return true (the trash bin moving files), and then the core neither deletes nor logs;
+   * false lets the core delete for good.
+   */
+  fileDelete?: ((call: FileCall, root: string, files: readonly string[], body: Record<string, unknown>) => Promise<boolean>)[];
+  /**
+   * `files/write`, `files/rename` and `files/create-folder` before they touch the volume, with every
+   * path involved (volume-relative, normalised: `a/b`, the root is ''); a hook refuses by throwing.
+   */
+  fileChange?: ((call: FileCall, paths: readonly string[]) => Promise<void> | void)[];
 }
 
 export interface PanelContext {

@@ -101,12 +101,14 @@ test('list: Pterodactyl shape, directories first, then by name', async () => {
   assert.ok(props);
   assert.equal(props.object, 'file_object');
   assert.deepEqual(Object.keys(props.attributes).sort(),
-    ['created_at', 'is_file', 'is_symlink', 'mimetype', 'mode', 'mode_bits', 'modified_at', 'name', 'size']);
+    ['created_at', 'is_file', 'is_symlink', 'is_trash', 'mimetype', 'mode', 'mode_bits', 'modified_at', 'name', 'size', 'trash_id']);
   assert.equal(props.attributes.mode, '-rw-r-----');
   assert.equal(props.attributes.mode_bits, '640');
   assert.equal(props.attributes.size, 8);
   assert.equal(props.attributes.is_file, true);
   assert.equal(props.attributes.is_symlink, false);
+  assert.equal(props.attributes.is_trash, false);
+  assert.equal(props.attributes.trash_id, null);
   assert.equal(props.attributes.mimetype, 'text/plain');
   assert.match(props.attributes.modified_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
   assert.match(props.attributes.created_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
@@ -466,4 +468,21 @@ test('race: a folder swapped for a link to outside mid-operation never lets an o
   assert.ok(successes > 0, 'some operations should have won the race');
   assert.ok(refusals > 0, 'the attacker should have been seen at least once');
   assert.equal(readFileSync(path.join(d, 'inside.txt'), 'utf8'), 'inside');
+});
+
+test('measure: a folder sums its files, links count as links, a missing path is null', async () => {
+  resetVolume();
+  const f = files();
+  assert.deepEqual(await f.measure(A, '/server.properties'), { size: 8, mode: '-rw-r-----', mode_bits: '640', is_file: true, is_symlink: false });
+  const sub = await f.measure(A, 'sub');
+  assert.equal(sub?.size, 'inner'.length + 'deeper'.length);
+  assert.equal(sub?.is_file, false);
+  const escape = await f.measure(A, 'escape');
+  assert.equal(escape?.is_symlink, true, 'a link to outside is measured as the link, never followed');
+  assert.equal(escape?.size, lstatSync(path.join(volA, 'escape')).size);
+  assert.equal(await f.measure(A, 'nope'), null);
+  assert.equal(await f.measure(A, 'nope/deeper'), null);
+  await rejectsWith(f.measure(A, '../x'), ...OUTSIDE);
+  await rejectsWith(f.measure(A, '/'), 'ERR_BAD_REQUEST', 400);
+  outsideUntouched();
 });

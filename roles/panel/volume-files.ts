@@ -43,10 +43,25 @@ export interface FileObject {
     size: number;
     is_file: boolean;
     is_symlink: boolean;
+    /** Always false here; the trash bin's own entries carry true (spec/2 §2.1). */
+    is_trash: false;
+    /** Always null here; a trash entry carries its record id. */
+    trash_id: null;
     mimetype: string;
     created_at: string;
     modified_at: string;
   };
+}
+
+/** What `measure` reports of one path: the entry itself (a symlink as a link), a folder with everything in it. */
+export interface Measured {
+  /** Bytes: a file's size, a folder's files summed (links counted as links, never followed). */
+  size: number;
+  mode: string;
+  /** Permission bits in octal, three digits, e.g. `644`. */
+  mode_bits: string;
+  is_file: boolean;
+  is_symlink: boolean;
 }
 
 export interface RenamePair {
@@ -61,6 +76,7 @@ export interface VolumeFiles {
   rename(uuid: string, root: string, files: readonly RenamePair[]): Promise<void>;
   createFolder(uuid: string, root: string, name: string): Promise<void>;
   delete(uuid: string, root: string, files: readonly string[]): Promise<void>;
+  measure(uuid: string, file: string): Promise<Measured | null>;
 }
 
 export interface VolumeFilesOptions {
@@ -118,7 +134,13 @@ export function modeString(mode: number): string {
     + triple(0, (mode & 0o1000) !== 0, 't', 'T');
 }
 
-function rfc3339(d: Date): string {
+/** Permission bits in octal, three digits, e.g. `644`. */
+function modeBits(mode: number): string {
+  return (mode & 0o777).toString(8).padStart(3, '0');
+}
+
+/** A time as the file objects carry it: RFC 3339 in UTC, whole seconds. */
+export function rfc3339(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
@@ -381,10 +403,12 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
       attributes: {
         name,
         mode: modeString(st.mode),
-        mode_bits: (st.mode & 0o777).toString(8).padStart(3, '0'),
+        mode_bits: modeBits(st.mode),
         size: shape.size,
         is_file: !isDir,
         is_symlink: st.isSymbolicLink(),
+        is_trash: false,
+        trash_id: null,
         mimetype,
         created_at: rfc3339(st.birthtimeMs > 0 ? st.birthtime : st.ctime),
         modified_at: rfc3339(st.mtime),
@@ -419,6 +443,32 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
       await rmdir(at(parent, name));
     } catch (err) {
       if (errnoOf(err) !== 'ENOENT') throw err;
+    }
+  }
+
+  /** Sums the sizes of everything under folder `name` in `parent`, never following a symlink. */
+  async function treeSize(parent: FileHandle, name: string, depth: number): Promise<number> {
+    if (depth > MAX_DELETE_DEPTH) throw badPath(`folders nested deeper than ${MAX_DELETE_DEPTH} levels cannot be measured`);
+    let dir: FileHandle;
+    try {
+      dir = await open(at(parent, name), fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW);
+    } catch (err) {
+      const code = errnoOf(err);
+      if (code === 'ENOENT') return 0;
+      // Swapped for a link or a file since it was looked at: that entry is what moves.
+      if (code === 'ELOOP' || code === 'ENOTDIR') return (await lstatOrNull(at(parent, name)))?.size ?? 0;
+      throw err;
+    }
+    try {
+      let total = 0;
+      for (const ent of await readdir(at(dir))) {
+        const st = await lstatOrNull(at(dir, ent));
+        if (st === null) continue;
+        total += st.isDirectory() ? await treeSize(dir, ent, depth + 1) : st.size;
+      }
+      return total;
+    } finally {
+      await dir.close();
     }
   }
 
@@ -610,6 +660,33 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
             throw err;
           });
         }
+      });
+    },
+
+    /**
+     * Measures one path (relative to the volume root) without following a final symlink: its
+     * size (a folder's contents summed), mode and kind. Resolves to null when it does not exist,
+     * so a caller can skip it as delete does.
+     */
+    async measure(uuid, file) {
+      return withVolume(uuid, async (vol) => {
+        const segs = splitVolumePath(file);
+        if (segs.length === 0) throw new AppError('ERR_BAD_REQUEST', 'the volume root cannot be measured', { status: 400 });
+        return withWalk(vol, segs, { followFinal: false, createParents: false }, async (w): Promise<Measured | null> => {
+          if (w.stat === null || w.name === '') return null;
+          const isDir = w.stat.isDirectory();
+          return {
+            size: isDir ? await treeSize(w.dir, w.name, 0) : w.stat.size,
+            mode: modeString(w.stat.mode),
+            mode_bits: modeBits(w.stat.mode),
+            is_file: !isDir,
+            is_symlink: w.stat.isSymbolicLink(),
+          };
+        }).catch((err: unknown) => {
+          // A missing intermediate folder means the path does not exist either.
+          if (err instanceof AppError && err.code === 'ERR_NOT_FOUND') return null;
+          throw err;
+        });
       });
     },
   };

@@ -6,11 +6,17 @@
 import type { FastifyInstance } from 'fastify';
 import type { Migration } from '../../../src/lib/sqlite.ts';
 import type { PanelContext } from '../context.ts';
+import type { ClientApiKit } from '../http/client-api.ts';
 import type { PanelStore } from '../store/store.ts';
 
 export interface RunningAddon {
   /** Registers the addon's routes on the root app (the addon picks its prefixes). */
   routes?(app: FastifyInstance): Promise<void>;
+  /**
+   * Registers routes inside the client API scope (`/api/client`, its key authentication
+   * included); `kit.access` applies the core's server checks (404, 409 suspended, 403).
+   */
+  clientRoutes?(api: FastifyInstance, kit: ClientApiKit): void;
   /** Starts background work (polling, pruning); only `panel serve` calls it. */
   start?(): void;
   /** Stops background work; awaited at shutdown. */

@@ -47,7 +47,7 @@ export async function createPanelApp(ctx: PanelContext, addons: readonly Running
     return reply.code(404).type('text/html; charset=utf-8').send(renderErrorPage(404, 'page not found'));
   });
   await app.register(async (api) => registerApplicationApi(api, ctx), { prefix: '/api/application' });
-  await app.register(async (api) => registerClientApi(api, ctx), { prefix: '/api/client' });
+  await app.register(async (api) => registerClientApi(api, ctx, addons), { prefix: '/api/client' });
   for (const addon of addons) await addon.routes?.(app);
   await app.register(async (web) => registerWebRoutes(web, ctx));
   return app;

@@ -8,7 +8,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../../src/core/app-error.ts';
 import { MIB } from '../../../src/lib/units.ts';
-import type { PanelContext } from '../context.ts';
+import type { RunningAddon } from '../addons/addon.ts';
+import type { FileCall, PanelContext } from '../context.ts';
 import { activityAttributes } from '../services/activity.ts';
 import { apiKeyAttributes, createApiKey } from '../services/api-keys.ts';
 import { found } from '../services/records.ts';
@@ -27,7 +28,7 @@ import { clientServerAttributes, updateServerDetails } from '../services/servers
 import { userAttributes } from '../services/users.ts';
 import { createValidator, inRequestTerms, NAME, TEXT } from '../services/validation.ts';
 import type { ServerRow } from '../store/records.ts';
-import { createVolumeFiles } from '../volume-files.ts';
+import { createVolumeFiles, splitVolumePath } from '../volume-files.ts';
 import { item, list, plainList } from './api-format.ts';
 import { apiActor, apiUser, pageQuery, requireApiKey } from './api-auth.ts';
 
@@ -43,10 +44,26 @@ const validateRenameFiles = createValidator<{ root?: string; files: { from: stri
   properties: { root: PATH, files: { type: 'array', minItems: 1, maxItems: 1000, items: { type: 'object', required: ['from', 'to'], additionalProperties: false, properties: { from: PATH, to: PATH } } } },
 });
 const validateFolder = createValidator<{ root?: string; name: string }>({ required: ['name'], properties: { root: PATH, name: { type: 'string', minLength: 1, maxLength: 255 } } });
+// Up to the trash bin's largest max_files_per_delete (spec/2 §2.3); its setting caps it lower.
 const validateDelete = createValidator<{ root?: string; files: string[] }>({
   required: ['files'],
-  properties: { root: PATH, files: { type: 'array', minItems: 1, maxItems: 1000, items: PATH } },
+  properties: { root: PATH, files: { type: 'array', minItems: 1, maxItems: 10_000, items: PATH } },
 });
+
+/**
+ * What an addon's client API routes get from the core: the same server access checks as the core
+ * routes (404 without access, 409 while suspended, 403 without the permissions), and the caller
+ * as a FileCall (access, actor, address).
+ */
+export interface ClientApiKit {
+  access(req: FastifyRequest, ...permissions: string[]): Promise<ServerAccess>;
+  call(req: FastifyRequest, access: ServerAccess): FileCall;
+}
+
+/** A client path joined to its root, volume-relative and normalised (`a/b`; the root is ''). */
+export function volumePath(root: string, name: string): string {
+  return splitVolumePath(`${root}/${name}`).join('/');
+}
 
 /** A query parameter that must be present (`?file=`), else 422 naming it. */
 function queryParam(req: FastifyRequest, name: string, fallback?: string): string {
@@ -56,8 +73,8 @@ function queryParam(req: FastifyRequest, name: string, fallback?: string): strin
   throw new AppError('ERR_VALIDATION', `the ${name} query parameter is required`, { status: 422, cause: { field: name } });
 }
 
-/** Registers the routes on the /api/client scope; runs once at app build. */
-export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void {
+/** Registers the routes on the /api/client scope (the addons' too); runs once at app build. */
+export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addons: readonly RunningAddon[] = []): void {
   requireApiKey(api, ctx, 'client');
   const files = createVolumeFiles({ volumesDir: ctx.config.volumes_dir });
   const view = (req: FastifyRequest): Promise<ServerAccess> => accessServer(ctx, apiUser(req), (req.params as Params).server ?? '');
@@ -71,6 +88,10 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   const log = (req: FastifyRequest, event: string, server: ServerRow, properties: Record<string, unknown> = {}): Promise<void> =>
     ctx.activity.log({ event, actor: apiActor(req), subject: { type: 'server', id: server.id }, properties, ip: req.ip });
   const nodeName = async (s: ServerRow): Promise<string> => (await ctx.store.nodes.find(s.node_id))?.name ?? '';
+  const call = (req: FastifyRequest, a: ServerAccess): FileCall => ({ access: a, actor: apiActor(req), ip: req.ip });
+  const fileChange = async (req: FastifyRequest, a: ServerAccess, paths: readonly string[]): Promise<void> => {
+    for (const hook of ctx.hooks.fileChange ?? []) await hook(call(req, a), paths);
+  };
 
   api.get('/', async (req) => {
     const user = apiUser(req);
@@ -145,7 +166,12 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
 
   api.get('/servers/:server/files/list', async (req) => {
     const a = await access(req, 'file.read');
-    return { object: 'list', data: await files.list(a.server.uuid, queryParam(req, 'directory', '/')) };
+    const directory = queryParam(req, 'directory', '/');
+    for (const hook of ctx.hooks.fileList ?? []) {
+      const entries = await hook(call(req, a), directory);
+      if (entries !== undefined) return { object: 'list', data: entries };
+    }
+    return { object: 'list', data: await files.list(a.server.uuid, directory) };
   });
   api.get('/servers/:server/files/contents', async (req, reply) => {
     const a = await access(req, 'file.read-content');
@@ -157,6 +183,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   api.put('/servers/:server/files/rename', async (req, reply) => {
     const a = await access(req, 'file.update');
     const v = validateRenameFiles(req.body);
+    await fileChange(req, a, v.files.flatMap((f) => [volumePath(v.root ?? '/', f.from), volumePath(v.root ?? '/', f.to)]));
     await files.rename(a.server.uuid, v.root ?? '/', v.files);
     await log(req, 'server:file.rename', a.server, { directory: v.root ?? '/', files: v.files });
     return reply.code(204).send();
@@ -164,6 +191,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   api.post('/servers/:server/files/create-folder', async (req, reply) => {
     const a = await access(req, 'file.create');
     const v = validateFolder(req.body);
+    await fileChange(req, a, [volumePath(v.root ?? '/', v.name)]);
     await files.createFolder(a.server.uuid, v.root ?? '/', v.name);
     await log(req, 'server:file.create-directory', a.server, { directory: v.root ?? '/', name: v.name });
     return reply.code(204).send();
@@ -171,6 +199,9 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
   api.post('/servers/:server/files/delete', async (req, reply) => {
     const a = await access(req, 'file.delete');
     const v = validateDelete(req.body);
+    for (const hook of ctx.hooks.fileDelete ?? []) {
+      if (await hook(call(req, a), v.root ?? '/', v.files, req.body as Record<string, unknown>)) return reply.code(204).send();
+    }
     await files.delete(a.server.uuid, v.root ?? '/', v.files);
     await log(req, 'server:file.delete', a.server, { directory: v.root ?? '/', files: v.files });
     return reply.code(204).send();
@@ -183,9 +214,13 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext): void
       const a = await access(req, 'file.update');
       const file = queryParam(req, 'file');
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+      await fileChange(req, a, [volumePath('/', file)]);
       await files.write(a.server.uuid, file, body);
       await log(req, 'server:file.write', a.server, { file, bytes: body.length });
       return reply.code(204).send();
     });
   });
+
+  const kit: ClientApiKit = { access, call };
+  for (const addon of addons) addon.clientRoutes?.(api, kit);
 }

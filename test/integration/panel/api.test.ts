@@ -201,7 +201,8 @@ describe('panel APIs', () => {
     assert.equal(((await panel.api(owner, 'GET', `/api/client/servers/${server.uuid}`)).body as Item).attributes.is_suspended, false);
     const activity = (await panel.api(owner, 'GET', `/api/client/servers/${server.uuid}/activity`)).body as { data: Item[] };
     const events = activity.data.map((a) => a.attributes.event);
-    for (const e of ['server:suspended', 'server:unsuspended', 'server:file.write', 'server:file.read', 'server:file.delete', 'server:subuser.create']) assert.ok(events.includes(e), `${e} in ${events.join(', ')}`);
+    // The trash bin is on by default: the delete above moved the link into the trash.
+    for (const e of ['server:suspended', 'server:unsuspended', 'server:file.write', 'server:file.read', 'server:trashbin.trash', 'server:subuser.create']) assert.ok(events.includes(e), `${e} in ${events.join(', ')}`);
     const write = activity.data.find((a) => a.attributes.event === 'server:file.write')?.attributes as { actor: { type: string }; ip: string; properties: { file: string } };
     assert.equal(write.actor.type, 'user');
     assert.match(write.ip, /127\.0\.0\.1/);

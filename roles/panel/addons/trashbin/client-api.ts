@@ -1,0 +1,104 @@
+/**
+ * The trash bin in the client API (spec/2 §4.1): the file manager's delete, list and change hooks
+ * (delete into the trash, `/.trash` answered from the records, the trash folder guarded), and the
+ * routes `files/restore`, `files/trash-quota` and `files/trash/empty` inside the client API scope,
+ * behind its key authentication and server checks. Restore and empty take 10 requests a minute
+ * each, per user and server.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AppError } from '../../../../src/core/app-error.ts';
+import type { FileCall, PanelContext } from '../../context.ts';
+import { item } from '../../http/api-format.ts';
+import { volumePath, type ClientApiKit } from '../../http/client-api.ts';
+import { requirePermission } from '../../services/server-access.ts';
+import { createValidator, validationError } from '../../services/validation.ts';
+import { createLoginThrottle } from '../../web/login-throttle.ts';
+import { isTrashPath, TRASH_DIR, TRASH_ROOT, truthy } from './rules.ts';
+import { displayError, type TrashService } from './service.ts';
+
+/** The permission a subuser needs to see or manage the trash (deleting into it needs only file.delete). */
+export const TRASH_PERMISSION = 'trashbin.access';
+const PER_MINUTE = 10;
+const ID_TEXT = /^[1-9]\d{0,15}$/;
+
+const validateRestore = createValidator<{ files: number[] }>({
+  required: ['files'],
+  properties: { files: { type: 'array', minItems: 1, maxItems: 10_000, items: { type: 'integer', minimum: 1 } } },
+});
+
+const trashDirRefused = (): AppError => displayError('The trash folder is managed by the trash bin: files cannot be moved into or out of it, nor the folder deleted, here.');
+
+/** Attaches the file manager hooks; runs once at attach. */
+export function attachFileHooks(ctx: PanelContext, service: TrashService): void {
+  (ctx.hooks.fileList ??= []).push(async (call, directory) => {
+    if (volumePath('/', directory) !== TRASH_DIR) return undefined;
+    requirePermission(call.access, TRASH_PERMISSION);
+    return service.list(call.access.server);
+  });
+
+  (ctx.hooks.fileDelete ??= []).push(async (call, root, files, body) => {
+    const s = await service.settings();
+    if (files.length > s.max_files_per_delete) {
+      throw validationError([{ field: 'files', rule: 'max', detail: `the files field must not have more than ${s.max_files_per_delete} items` }]);
+    }
+    if (root.replace(/\/+$/, '') === TRASH_ROOT) {
+      requirePermission(call.access, TRASH_PERMISSION);
+      await service.remove(call, trashIds(files));
+      return true;
+    }
+    const paths = files.map((f) => volumePath(root, f));
+    const inTrash = paths.some(isTrashPath);
+    if (s.enabled && !truthy(body.permanent)) {
+      if (inTrash) throw displayError('The trash folder and what is in it cannot be moved to the trash.');
+      await service.trash(call, paths);
+      return true;
+    }
+    if (inTrash && s.protect_trash_dir) throw trashDirRefused();
+    return false;
+  });
+
+  (ctx.hooks.fileChange ??= []).push(async (_call, paths) => {
+    if (paths.some(isTrashPath) && (await service.settings()).protect_trash_dir) throw trashDirRefused();
+  });
+}
+
+/** The ids of a `/.trash` delete: strings holding positive integers, else 422 naming each bad one. */
+function trashIds(files: readonly string[]): number[] {
+  const bad = files.flatMap((f, i) => (ID_TEXT.test(f) ? [] : [{ field: `files.${i}`, rule: 'integer', detail: `the files.${i} field must be a trash id` }]));
+  if (bad.length > 0) throw validationError(bad);
+  return files.map(Number);
+}
+
+/** Registers the routes on the client API scope; runs once at app build. */
+export function registerTrashClientRoutes(api: FastifyInstance, kit: ClientApiKit, service: TrashService): void {
+  const restoreLimit = createLoginThrottle({ limit: PER_MINUTE, windowMs: 60_000 });
+  const emptyLimit = createLoginThrottle({ limit: PER_MINUTE, windowMs: 60_000 });
+  // Counts the request; past the limit, 429 with Retry-After.
+  const throttled = (limit: ReturnType<typeof createLoginThrottle>, call: FileCall, reply: FastifyReply): void => {
+    const key = `${call.actor.id}:${call.access.server.id}`;
+    const wait = limit.retryAfter(key);
+    if (wait > 0) {
+      void reply.header('retry-after', String(wait));
+      throw new AppError('ERR_TOO_MANY_REQUESTS', `too many requests; retry in ${wait} seconds`, { status: 429 });
+    }
+    limit.fail(key);
+  };
+  const callOf = async (req: FastifyRequest, ...permissions: string[]): Promise<FileCall> => kit.call(req, await kit.access(req, ...permissions));
+
+  api.post('/servers/:server/files/restore', async (req, reply) => {
+    const call = await callOf(req, TRASH_PERMISSION);
+    throttled(restoreLimit, call, reply);
+    await service.restore(call, validateRestore(req.body).files);
+    return reply.code(204).send();
+  });
+  api.get('/servers/:server/files/trash-quota', async (req) => {
+    const call = await callOf(req, 'file.read');
+    return item('trash_quota', { ...(await service.quota(call.access.server)) });
+  });
+  api.post('/servers/:server/files/trash/empty', async (req, reply) => {
+    const call = await callOf(req, TRASH_PERMISSION);
+    throttled(emptyLimit, call, reply);
+    await service.empty(call);
+    return reply.code(204).send();
+  });
+}
