@@ -3,7 +3,8 @@
  * a root admin, forced 2FA enrolment (the TOTP code computed here from the secret on the page),
  * recovery codes, sign-out and sign-in through the checkpoint, then the admin flow: location,
  * node (pairing token shown once), allocations, nest and egg, server created, listed and
- * suspended; and a POST without the CSRF token refused with 403.
+ * suspended, the trash bin's settings and an egg override saved; and a POST without the CSRF
+ * token refused with 403.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -117,6 +118,16 @@ test('admin web: 2FA enrolment, checkpoint, and the location/node/nest/egg/serve
   await page.goto(serverUrl);
   await submit(page, 'Suspend server');
   assert.equal(((await page.textContent('#server-status')) ?? '').trim(), 'suspended');
+
+  // Trash bin: its page from the navigation, a setting saved, an override for the egg.
+  await page.click('nav a:has-text("Trash Bin")');
+  await page.fill('#f-retention_hours', '48');
+  await submit(page, 'Save settings');
+  assert.match(await page.textContent('#trash-effective') ?? '', /kept 48 h/);
+  await page.selectOption('#f-egg-egg_id', { label: 'Paper' });
+  await page.fill('#f-egg-max_mb', '512');
+  await submit(page, 'Save egg override');
+  assert.match(await page.textContent('#trash-egg-overrides') ?? '', /Paper[\s\S]*512\.0 MiB/);
 
   // CSRF: the same session without the form token is refused, and nothing changes.
   const forged = await context.request.post(`${serverUrl}/unsuspend`, { form: { unrelated: '1' }, maxRedirects: 0 });

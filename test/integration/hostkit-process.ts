@@ -12,9 +12,13 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const EXE = join(ROOT, 'dist', 'hostkit-linux-x64');
 
-/** argv prefix that runs `hostkit`, or the program name `name` (a link, busybox style) when given. */
-export function hostkitArgv(linkDir?: string, name?: string): string[] {
-  if (existsSync(EXE) && !process.env['HOSTKIT_FROM_SOURCE']) {
+/**
+ * argv prefix that runs `hostkit`, or the program name `name` (a link, busybox style) when given:
+ * the built executable, or the sources when there is none or `env` (the child's) sets
+ * HOSTKIT_FROM_SOURCE.
+ */
+export function hostkitArgv(linkDir?: string, name?: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  if (existsSync(EXE) && !env['HOSTKIT_FROM_SOURCE']) {
     if (!name || !linkDir) return [EXE];
     mkdirSync(linkDir, { recursive: true });
     const link = join(linkDir, name);
@@ -33,8 +37,9 @@ export interface RunResult {
 
 /** Runs a hostkit command to completion. */
 export function runHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string } = {}): RunResult {
-  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name);
-  const r = spawnSync(cmd as string, [...pre, ...args], { encoding: 'utf8', env: { ...process.env, ...opts.env }, timeout: 60_000 });
+  const env = { ...process.env, ...opts.env };
+  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env);
+  const r = spawnSync(cmd as string, [...pre, ...args], { encoding: 'utf8', env, timeout: 60_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -49,8 +54,9 @@ export interface Daemon {
 
 /** Starts a long-running hostkit command. */
 export function startHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string } = {}): Daemon {
-  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name);
-  const child = spawn(cmd as string, [...pre, ...args], { env: { ...process.env, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = { ...process.env, ...opts.env };
+  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env);
+  const child = spawn(cmd as string, [...pre, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const listeners = new Set<() => void>();
   const onData = (d: Buffer): void => {
