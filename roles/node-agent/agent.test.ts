@@ -186,3 +186,29 @@ test('history: hour and day buckets agree in a zone offset by half an hour', asy
   assert.equal(sum(byHour), sum(byDay));
   store.close();
 });
+
+test('a hung container runtime does not hold back registration; the first heartbeat waits for the first scan', async () => {
+  const panel = await panelPromise;
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const store = openAgentStore({ path: join(dir, 'agent.db') });
+  let releaseScan: (() => void) | undefined;
+  const scanned = new Promise<void>((resolve) => (releaseScan = resolve));
+  const agent = createAgent({
+    config: config(dir),
+    store,
+    tc: null,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: createPanelClient({ url: panel.url, token: TOKEN }),
+    containers: { scan: () => scanned.then(() => []), watch: () => () => undefined, counters: async () => new Map() },
+  });
+  const since = panel.calls.length;
+  const started = agent.start();
+  await panel.waitFor((p) => p.calls.slice(since).some((c) => c.path === '/register'), 5000);
+  assert.ok(!panel.calls.slice(since).some((c) => c.path === '/heartbeat'), 'no heartbeat before the first scan');
+  releaseScan?.();
+  await started;
+  await panel.waitFor((p) => p.calls.slice(since).some((c) => c.path === '/heartbeat'), 5000);
+  await agent.stop();
+  store.close();
+});

@@ -375,8 +375,14 @@ export function createAgent(deps: AgentDeps): Agent {
     }
   }
 
-  async function panelLoop(): Promise<void> {
+  /**
+   * Registers at once, while the first container scan may still be waiting on a hung Docker (its
+   * own timeout), so the panel sees the node within a second of the start; heartbeats carry
+   * container counts and so wait for that scan.
+   */
+  async function panelLoop(firstScan: Promise<void>): Promise<void> {
     await register();
+    await firstScan;
     while (!stopped) {
       await heartbeat();
       if (config.scheduler.enabled) await flushOutbox();
@@ -581,14 +587,15 @@ export function createAgent(deps: AgentDeps): Agent {
     async start() {
       logger.info({ version: SERVICE_VERSION, servers: records.size, config_version: limits.configVersion, timezone: tz() }, 'node agent starting');
       if (deps.tc && config.traffic_control.enabled) await deps.tc.sweepOrphanIfbs().catch((err: unknown) => logger.warn({ err: errorMessage(err) }, 'IFB sweep failed'));
-      await rescan();
+      const firstScan = rescan();
+      void panelLoop(firstScan);
+      await firstScan;
       unwatch = deps.containers.watch(() => void rescan());
       await serial(cycle);
       every(durationMs(config.docker.discovery_interval), rescan, 'discovery');
       every(pollMs, () => serial(cycle), 'cycle');
       if (config.scheduler.enabled) every(durationMs(config.scheduler.check_interval), flushOutbox, 'event delivery');
       if (config.cleanup.enabled) every(durationMs(config.cleanup.interval), cleanup, 'cleanup');
-      void panelLoop();
     },
     async stop() {
       stopped = true;
