@@ -62,3 +62,12 @@ test('the site id "-" is reserved for the requests no site matched', () => {
   writeFileSync(join(root, 'sites.d', 'dash.yaml'), 'id: "-"\nhostnames: [d.example]\norigin: {url: "http://127.0.0.1:3000"}\n');
   assert.match(loadProxyFiles(root).errors[0]?.message ?? '', /\/id: is reserved/);
 });
+
+test('origin timeouts longer than a timer holds are problems of the site file, all reported together', () => {
+  const root = mkdtempSync(join(tmpdir(), 'hk-proxy-cfg-'));
+  mkdirSync(join(root, 'sites.d'));
+  writeFileSync(join(root, 'config.yaml'), 'admin:\n  tokens:\n    - {name: ops, token: 0123456789abcdef0123}\n');
+  writeFileSync(join(root, 'sites.d', 'slow.yaml'), 'hostnames: [s.example]\norigin: {url: "http://127.0.0.1:3000", connect_timeout_ms: 2592000000, read_timeout_ms: 2592000000, keepalive_secs: 2592000}\n');
+  const message = loadProxyFiles(root).errors.map((e) => e.message).join('\n');
+  for (const field of ['connect_timeout_ms', 'read_timeout_ms', 'keepalive_secs']) assert.match(message, new RegExp(`/origin/${field}: must be at most `), field);
+});

@@ -1495,20 +1495,23 @@ export const proxySiteConfigSchema: SchemaNode = {
         "connect_timeout_ms": {
           "type": "integer",
           "minimum": 1,
+          "maximum": 2147483647,
           "default": 5000,
-          "description": "origin connect timeout (ms)"
+          "description": "origin connect timeout (ms); at most 2147483647, the longest a timer holds"
         },
         "read_timeout_ms": {
           "type": "integer",
           "minimum": 1,
+          "maximum": 2147483647,
           "default": 30000,
-          "description": "origin read timeout (ms)"
+          "description": "origin read timeout (ms); at most 2147483647, the longest a timer holds"
         },
         "keepalive_secs": {
           "type": "integer",
           "minimum": 0,
+          "maximum": 2147483,
           "default": 75,
-          "description": "idle keep-alive of pooled origin connections (seconds)"
+          "description": "idle keep-alive of pooled origin connections (seconds); at most 2147483, the longest a timer holds"
         },
         "max_idle_per_host": {
           "type": "integer",

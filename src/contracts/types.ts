@@ -1012,15 +1012,15 @@ export interface ProxySiteConfig {
      */
     host_header: string | null;
     /**
-     * origin connect timeout (ms)
+     * origin connect timeout (ms); at most 2147483647, the longest a timer holds
      */
     connect_timeout_ms: number;
     /**
-     * origin read timeout (ms)
+     * origin read timeout (ms); at most 2147483647, the longest a timer holds
      */
     read_timeout_ms: number;
     /**
-     * idle keep-alive of pooled origin connections (seconds)
+     * idle keep-alive of pooled origin connections (seconds); at most 2147483, the longest a timer holds
      */
     keepalive_secs: number;
     /**
