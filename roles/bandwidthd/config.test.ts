@@ -20,3 +20,26 @@ test('durations beyond what a timer holds are refused with their path', () => {
   assert.deepEqual(problems.map((p) => p.path).sort(), ['/bandwidth/poll_interval', '/notifications/batch_window', '/status/update_interval']);
   for (const p of problems) assert.match(p.message, /must be at most 24d/);
 });
+
+test('webhook URLs: a malformed percent escape in the credentials is refused with its path; problems never show the secrets', () => {
+  const problems = problemsOf({
+    webhook: {
+      endpoints: [
+        { name: 'a', url: 'http://alice:p%zzss@hooks.example.com/x', type: 'generic', enabled: true },
+        { name: 'b', url: 'ftp://bob:hunter2@hooks.example.com/hook/SECRETTOKEN?key=abc', type: 'generic', enabled: true },
+      ],
+    },
+    notifications: {
+      chat_a: { enabled: true, webhook_url: 'chat.example.com/api/webhooks/1/T0KEN' },
+      generic: [{ name: 'g', enabled: true, url: 'https://opsbot:p%4@hooks.example.com/h?token=S3CRET' }],
+    },
+  });
+  assert.deepEqual(problems.map((p) => p.path), ['/webhook/endpoints/0/url', '/webhook/endpoints/1/url', '/notifications/chat_a/webhook_url', '/notifications/generic/0/url']);
+  assert.match(problems[0]?.message ?? '', /malformed percent escape.*"http:\/\/\*\*\*@hooks\.example\.com\/\*\*\*"/);
+  assert.match(problems[1]?.message ?? '', /must use http or https \(got "ftp:\/\/\*\*\*@hooks\.example\.com\/\*\*\*"\)/);
+  assert.match(problems[3]?.message ?? '', /malformed percent escape/);
+  const text = JSON.stringify(problems);
+  for (const secret of ['p%zzss', 'hunter2', 'SECRETTOKEN', 'key=', 'T0KEN', 'S3CRET', 'alice', 'bob', 'opsbot']) assert.ok(!text.includes(secret), `${secret} in ${text}`);
+  // A well-formed escape is fine.
+  assert.deepEqual(problemsOf({ notifications: { generic: [{ name: 'g', enabled: true, url: 'https://ops:p%40ss@hooks.example.com/h' }] } }), []);
+});

@@ -2,18 +2,34 @@
  * The container bandwidth daemon's config (spec/3 §2.8-2.9), default /etc/bandwidth/config.yaml.
  * Besides the schema, the start-time rejections of the spec: max_open_conns other than 1, a
  * ceiling below the guaranteed rate, an exceeded speed of 0, tls_verify without a cert path,
- * non-positive durations, bad cron expressions, unknown time zones and bad webhook URLs.
+ * non-positive durations, bad cron expressions, unknown time zones and bad webhook URLs (shown
+ * redacted: they hold secrets).
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
-import { at, checkHttpUrl, checkPositiveDurations, checkTimerDurations, checkTimeZone } from '../../src/core/config-checks.ts';
+import { at, checkPositiveDurations, checkTimerDurations, checkTimeZone, httpUrlProblem } from '../../src/core/config-checks.ts';
 import { cronProblem } from '../../src/lib/cron.ts';
 import { validateBandwidthdConfig } from '../../src/contracts/validators.js';
 import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
+import { redactUrl, webhookTarget } from './webhook-url.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/bandwidth/config.yaml';
 
 const CRONS = ['reset_cron', 'cleanup_cron', 'history_cron', 'health_cron', 'webhook_retry_cron'];
+
+/**
+ * A webhook URL: absolute http(s) with a host, and userinfo that decodes to basic-auth
+ * credentials. The problem shows the URL redacted, since `check` output and logs are no place
+ * for its token or password.
+ */
+function checkWebhookUrl(config: unknown, path: string, problems: ConfigProblem[]): void {
+  const v = at(config, path);
+  // An unset ${VAR} stays literal and is reported as a warning by the loader.
+  if (typeof v !== 'string' || v === '' || v.includes('${')) return;
+  const target = webhookTarget(v);
+  const why = httpUrlProblem(v) ?? ('error' in target ? target.error : undefined);
+  if (why) problems.push({ path, message: `${why} (got ${JSON.stringify(redactUrl(v))})` });
+}
 
 function num(config: unknown, path: string): number | undefined {
   const v = at(config, path);
@@ -71,17 +87,17 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
     }
 
     const endpoints = at(config, '/webhook/endpoints');
-    if (Array.isArray(endpoints)) endpoints.forEach((_, i) => checkHttpUrl(config, `/webhook/endpoints/${i}/url`, problems));
+    if (Array.isArray(endpoints)) endpoints.forEach((_, i) => checkWebhookUrl(config, `/webhook/endpoints/${i}/url`, problems));
     for (const platform of ['chat_a', 'chat_b']) {
       if (at(config, `/notifications/${platform}/enabled`) === true && !at(config, `/notifications/${platform}/webhook_url`)) {
         problems.push({ path: `/notifications/${platform}/webhook_url`, message: `is required when ${platform} is enabled` });
       }
-      checkHttpUrl(config, `/notifications/${platform}/webhook_url`, problems);
+      checkWebhookUrl(config, `/notifications/${platform}/webhook_url`, problems);
     }
     const generic = at(config, '/notifications/generic');
     if (Array.isArray(generic)) {
       generic.forEach((_, i) => {
-        checkHttpUrl(config, `/notifications/generic/${i}/url`, problems);
+        checkWebhookUrl(config, `/notifications/generic/${i}/url`, problems);
         checkPositiveDurations(config, [`/notifications/generic/${i}/retry/backoff_base`], problems);
       });
     }

@@ -5,20 +5,30 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { stringify } from 'yaml';
+import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import type { ContainerInfo, ContainerSource } from '../../src/lib/docker.ts';
+import { localRequest } from '../../src/lib/local-socket.ts';
 import type { InterfaceRef, InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
 import { GIB } from '../../src/lib/units.ts';
 import type { IfaceCounters } from '../../src/lib/veth.ts';
+import { startReceiver, type Receiver } from '../../test/integration/bandwidthd/receivers.ts';
+import { createLocalApi } from './api.ts';
 import { loadBandwidthdConfig } from './config.ts';
-import { createDaemon, evaluateQuota, quotaBytesOf, type Daemon } from './daemon.ts';
-import type { Notifier } from './notifier.ts';
+import { createDaemon, displayGb, evaluateQuota, quotaBytesOf, type Daemon } from './daemon.ts';
+import { bodyFor, createNotifier, destinationsOf, type Notifier } from './notifier.ts';
 import type { EventName } from './payloads.ts';
+import { createReloader } from './reload.ts';
 import { openBandwidthdStore, type BandwidthdStore } from './store.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-unit-'));
+const silent = pino({ level: 'silent' });
 const running: Daemon[] = [];
+const notifiers: Notifier[] = [];
+const receivers: Receiver[] = [];
 after(async () => {
   for (const d of running) await d.stop();
+  for (const x of notifiers) await x.stop();
+  for (const r of receivers) await r.close();
 });
 
 test('quotaBytesOf: the label in GB (GiB) wins, a bad label falls back to the default', () => {
@@ -40,7 +50,9 @@ test('evaluateQuota: warning once below 100 %, exceeded at 100 %, nothing withou
 
 interface Rig {
   daemon: Daemon;
+  config: BandwidthdConfig;
   store: BandwidthdStore;
+  notifier: Notifier;
   counters: Map<string, IfaceCounters>;
   applied: InterfaceShape[][];
   removed: InterfaceRef[][];
@@ -50,7 +62,24 @@ interface Rig {
   sweeps: { n: number };
 }
 
-function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number } = {}): Rig {
+/** The real notifier, for a rig whose notifications go to receivers on loopback. */
+function realNotifier(config: BandwidthdConfig, store: BandwidthdStore): Notifier {
+  const x = createNotifier({ config, store, logger: silent });
+  notifiers.push(x);
+  return x;
+}
+
+async function receiver(fallback: 200 | 'hang' = 200): Promise<Receiver> {
+  const r = await startReceiver('generic', fallback);
+  receivers.push(r);
+  return r;
+}
+
+/** Config for a rig whose every default-on event goes to `hook` at once. */
+const toHook = (hook: Receiver): Record<string, unknown> => ({ notifications: { batch_window: '0s', generic: [{ name: 'hook', enabled: true, url: hook.url }] } });
+const hookEvents = (hook: Receiver): string[] => hook.received.map((q) => (q.body as { event: string }).event);
+
+function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number; notifier?: (config: BandwidthdConfig, store: BandwidthdStore) => Notifier } = {}): Rig {
   const file = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'Asia/Tokyo', scheduler: { check_interval: '1s' }, docker: { watch_events: false }, ...over }));
   const { config } = loadBandwidthdConfig(file);
@@ -71,7 +100,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     forget: () => undefined,
     sweepOrphanIfbs: () => (sweeps.n++, Promise.resolve(0)),
   };
-  const notifier: Notifier = {
+  const notifier: Notifier = opts.notifier?.(config, store) ?? {
     notify: (e) => void sent.push(e),
     retryStored: () => Promise.resolve({ delivered: 0, left: 0 }),
     stats: () => ({ queued: 0, dropped: 0, delivered: 0, failed: 0, stored: 0 }),
@@ -84,13 +113,13 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     source,
     tc,
     notifier,
-    logger: pino({ level: 'silent' }),
+    logger: silent,
     hostVethOf: (pid) => Promise.resolve({ iface: `veth${pid}`, ifindex: pid }),
     readCounters: (ifaces) => Promise.resolve(new Map(ifaces.filter((i) => counters.has(i)).map((i) => [i, counters.get(i) as IfaceCounters]))),
     now: () => clock.t,
   });
   running.push(daemon);
-  return { daemon, store, counters, applied, removed, sent, clock, containers, sweeps };
+  return { daemon, config, store, notifier, counters, applied, removed, sent, clock, containers, sweeps };
 }
 
 const KB = 1024;
@@ -300,4 +329,121 @@ test('scheduled cleanups are at least cleanup.interval apart', async () => {
   await new Promise((res) => setTimeout(res, 1300));
   assert.equal(ran(), '2026-03-01T10:01:01.000Z', 'the next minute is skipped');
   assert.equal(r.daemon.status().jobs['cleanup']?.next_at, '2026-03-01T10:03:00.000Z');
+});
+
+test('a stored webhook whose endpoint never answers delays neither polling and quota enforcement nor a CLI request', async () => {
+  // The stored delivery is the first request and never gets an answer; later (live) ones get 200.
+  const hook = await receiver();
+  hook.script = ['hang'];
+  let notifier: Notifier | undefined;
+  const r = rig(
+    { webhook: { enabled: true, endpoints: [{ name: 'ops', url: hook.url, type: 'generic', enabled: true }] }, quota: { exceeded_speed_rx_mbps: 2, exceeded_speed_tx_mbps: 3 } },
+    { notifier: (config, store) => (notifier = createNotifier({ config, store, logger: silent })) },
+  );
+  const dest = destinationsOf(r.config)[0]?.dest;
+  assert.ok(dest && notifier);
+  for (const message of ['stored 1', 'stored 2', 'stored 3']) r.store.enqueue('ops', bodyFor(dest, [{ event: 'error', timestamp: new Date().toISOString(), message, data: {} }]), Date.now());
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start(); // sends the stored deliveries beside its serial work
+  await hook.waitFor(1);
+
+  const t0 = Date.now();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 2 * 1024 * KB });
+  await r.daemon.cycle();
+  assert.equal(r.daemon.status().containers[0]?.mode, 'exceeded');
+  assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 2e6);
+  assert.match(await r.daemon.runJob('health'), /all 1 interfaces as applied/);
+  // `bandwidth reset web` as the CLI sends it, over the admin socket.
+  const api = createLocalApi(r.daemon, {});
+  const socket = join(dir, 'retry.sock');
+  await api.app.listen({ path: socket });
+  try {
+    assert.deepEqual(await localRequest<{ reset: string[] }>(socket, 'POST', '/api/v1/reset?container=web', 'the bandwidth daemon'), { reset: ['web'] });
+  } finally {
+    await api.app.close();
+  }
+  assert.ok(Date.now() - t0 < 2000, `enforcement and the CLI took ${Date.now() - t0} ms`);
+  const stored = hook.received.filter((q) => /^stored/.test(String((q.body as { data: { message: string } }).data.message)));
+  assert.equal(stored.length, 1, 'the pass is still on its first delivery');
+
+  const t1 = Date.now();
+  await r.daemon.stop();
+  await notifier.stop();
+  assert.ok(Date.now() - t1 < 3000, `shutdown took ${Date.now() - t1} ms`);
+  assert.equal(r.store.outboxCount(), 3, 'nothing stored is lost');
+});
+
+test('a stopped container is no container_removed; its return is no second container_found; its removal is container_removed', async () => {
+  const hook = await receiver();
+  const r = rig(toHook(hook), { notifier: realNotifier });
+  await r.daemon.start();
+  const web = r.containers[0] as ContainerInfo;
+  const step = async (c: ContainerInfo | null): Promise<string[]> => {
+    r.containers.splice(0, 1, ...(c ? [c] : []));
+    await r.daemon.cycle();
+    await r.notifier.idle();
+    return hookEvents(hook);
+  };
+  assert.deepEqual(await step({ ...web, running: false, pid: 0 }), ['container_found'], 'docker stop');
+  assert.deepEqual(r.daemon.status().containers, []);
+  assert.deepEqual(await step({ ...web, pid: 303 }), ['container_found'], 'docker start: a new pid and veth');
+  assert.equal(r.daemon.status().containers[0]?.iface, 'veth303');
+  assert.deepEqual(await step({ ...web, running: true, pid: 404 }), ['container_found'], 'docker restart');
+  assert.deepEqual(await step({ ...web, running: false, pid: 0 }), ['container_found']);
+  assert.deepEqual(await step(null), ['container_found', 'container_removed'], 'docker rm');
+  assert.equal((hook.received[1]?.body as { data: { container: string } }).data.container, 'web');
+});
+
+test('a container stopped while the daemon was down is still container_removed when it goes', async () => {
+  const hook = await receiver();
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  store.upsert({ id: 'a'.repeat(64), name: 'web', iface: 'veth101', rx_day: 0, tx_day: 0, last_rx: 0, last_tx: 0, warned: 0, exceeded: 0, first_seen_at: 0, last_seen_at: 0 });
+  const r = rig(toHook(hook), { store, notifier: realNotifier });
+  r.containers.splice(0, 1, { ...(r.containers[0] as ContainerInfo), running: false, pid: 0 });
+  await r.daemon.start();
+  r.containers.length = 0;
+  await r.daemon.cycle();
+  await r.notifier.idle();
+  assert.deepEqual(hookEvents(hook), ['container_removed']);
+  assert.deepEqual((hook.received[0]?.body as { data: Record<string, unknown> }).data, { message: 'web was removed', container: 'web', interface: 'veth101' });
+});
+
+test('quota_gb in notifications is rounded for display, without float noise', async () => {
+  assert.equal(displayGb(quotaBytesOf({ 'bandwidth.daily_quota': '0.3' }, 500).bytes), 0.3);
+  assert.equal(displayGb(quotaBytesOf({ 'bandwidth.daily_quota': '0.001' }, 500).bytes), 0.001);
+  assert.equal(displayGb(quotaBytesOf({}, 500).bytes), 500);
+  const hook = await receiver();
+  const r = rig(toHook(hook), { notifier: realNotifier });
+  r.containers.splice(0, 1, { ...(r.containers[0] as ContainerInfo), labels: { 'bandwidth.daily_quota': '0.3' } });
+  await r.daemon.start();
+  await r.notifier.idle();
+  assert.equal((hook.received[0]?.body as { data: { quota_gb: number } }).data.quota_gb, 0.3);
+});
+
+test('a refused reload keeps the running config, and its error notification lists every problem with URLs redacted', async () => {
+  const hook = await receiver();
+  const r = rig({ ...toHook(hook), bandwidth: { default_rx_mbps: 10, default_tx_mbps: 10, default_ceil_mbps: 10 } }, { notifier: realNotifier });
+  await r.daemon.start();
+  const file = join(dir, 'reload.yaml');
+  const reload = createReloader({ configPath: file, running: r.config, daemon: r.daemon, notifier: r.notifier, logger: silent });
+  writeFileSync(
+    file,
+    stringify({
+      database: { path: ':memory:', max_open_conns: 2 },
+      bandwidth: { default_rx_mbps: 0 },
+      notifications: { generic: [{ name: 'x', enabled: true, url: 'ftp://ops:s3cret@hooks.example.com/T0KEN' }] },
+    }),
+  );
+  await reload();
+  await r.notifier.idle();
+  const error = hook.received.find((q) => (q.body as { event: string }).event === 'error');
+  const message = (error?.body as { data: { message: string } } | undefined)?.data.message ?? '';
+  assert.match(message, /config reload refused/);
+  for (const path of ['/database/max_open_conns', '/bandwidth/default_rx_mbps', '/notifications/generic/0/url']) assert.ok(message.includes(path), `${path} in ${message}`);
+  assert.ok(!/s3cret|T0KEN/.test(message), message);
+  assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 10e6, 'the running config stays');
+
+  writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'UTC', docker: { watch_events: false }, bandwidth: { default_rx_mbps: 20, default_tx_mbps: 20, default_ceil_mbps: 20 } }));
+  await reload();
+  assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 20e6);
 });

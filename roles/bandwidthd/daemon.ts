@@ -125,6 +125,11 @@ export function quotaBytesOf(labels: Record<string, string>, defaultGb: number):
   return { bytes: Math.round(defaultGb * GIB) };
 }
 
+/** A quota in GB for messages and the API: bytes / GiB without the float noise of the division, to 3 decimals (about 1 MiB). Pure. */
+export function displayGb(bytes: number): number {
+  return Math.round((bytes / GIB) * 1000) / 1000;
+}
+
 /** Outcome of the quota rules for one container's day so far. Pure. */
 export function evaluateQuota(usage: number, quotaBytes: number, warningPercent: number, warned: boolean, exceeded: boolean): { warn: boolean; exceed: boolean; pct: number } {
   if (quotaBytes <= 0) return { warn: false, exceed: false, pct: 0 };
@@ -144,6 +149,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   const warnPctOf = (c: BandwidthdConfig): number => (c.notifications.warning_threshold !== undefined ? c.notifications.warning_threshold * 100 : c.quota.warning_percent);
   let warnPct = warnPctOf(config);
   const managed = new Map<string, Managed>();
+  /**
+   * Containers once managed that still exist but are not managed now (stopped, or running without
+   * a host veth): their removal is still container_removed, their return no container_found.
+   */
+  const parked = new Map<string, { name: string; iface: string | null }>();
+  let parkedFromStore = false;
   const vethCache = new Map<string, { pid: number; veth: HostVeth | null }>();
   const ring: Snapshot[] = [];
   const startedAt = now();
@@ -224,7 +235,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   async function discover(): Promise<void> {
     let list: ContainerInfo[];
     try {
-      list = await deps.source.list({ where: (c) => c.running });
+      // Stopped containers too (they cost no inspect): only one the engine no longer knows is removed.
+      list = await deps.source.list();
       dockerState = 'connected';
       if (dockerDown) log.info('container runtime reachable again');
       dockerDown = false;
@@ -238,6 +250,15 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       return;
     }
     const t = now();
+    const known = new Map(list.map((c) => [c.id, c]));
+    if (!parkedFromStore) {
+      // Stopped containers that an earlier run managed: their removal is news as well.
+      parkedFromStore = true;
+      for (const c of list) {
+        const row = c.running ? undefined : store.container(c.id);
+        if (row) parked.set(c.id, { name: c.name, iface: row.iface });
+      }
+    }
     const seen = new Set<string>();
     for (const c of list) {
       if (!c.running || c.pid <= 0) continue;
@@ -276,8 +297,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       store.upsert(row);
       managed.set(c.id, { id: c.id, name: c.name, pid: c.pid, iface: veth.iface, ifindex: veth.ifindex, quotaBytes: quota.bytes, row, rxBps: 0, txBps: 0, mode: null, tcFailed: false });
       if (!old) {
-        log.info({ container: c.name, id: c.id.slice(0, 12), iface: veth.iface, quota_bytes: quota.bytes }, 'container found');
-        notifier.notify('container_found', `${c.name} is managed on ${veth.iface}`, { container: c.name, interface: veth.iface, quota_gb: quota.bytes / GIB });
+        const back = parked.delete(c.id);
+        log.info({ container: c.name, id: c.id.slice(0, 12), iface: veth.iface, quota_bytes: quota.bytes }, back ? 'container managed again' : 'container found');
+        if (!back) notifier.notify('container_found', `${c.name} is managed on ${veth.iface}`, { container: c.name, interface: veth.iface, quota_gb: displayGb(quota.bytes) });
       }
     }
     for (const [id, m] of managed) {
@@ -286,10 +308,26 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       vethCache.delete(id);
       // The veth left with the container; only the cache entry and a possible IFB remain.
       tc.forget(m.iface);
-      log.info({ container: m.name }, 'container removed');
-      notifier.notify('container_removed', `${m.name} is no longer running`, { container: m.name, interface: m.iface });
+      const still = known.get(id);
+      if (still) {
+        // spec/3 §6.2 has no event for a stop: container_removed waits until the container is gone.
+        parked.set(id, { name: m.name, iface: m.iface });
+        log.info({ container: m.name }, `container ${still.running ? 'lost its host veth' : 'stopped'}; managed again once it runs with one`);
+      } else {
+        removed(m.name, m.iface);
+      }
+    }
+    for (const [id, p] of parked) {
+      if (known.has(id)) continue;
+      parked.delete(id);
+      removed(p.name, p.iface);
     }
     for (const id of vethCache.keys()) if (!seen.has(id) && !managed.has(id)) vethCache.delete(id);
+  }
+
+  function removed(name: string, iface: string | null): void {
+    log.info({ container: name }, 'container removed');
+    notifier.notify('container_removed', `${name} was removed`, { container: name, interface: iface });
   }
 
   async function poll(): Promise<void> {
@@ -434,24 +472,19 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     return problems.length === 0 ? `all ${wanted.length} interfaces as applied` : `repaired ${problems.length} of ${wanted.length} interfaces`;
   }
 
+  async function webhookRetry(): Promise<string> {
+    const r = await notifier.retryStored();
+    return `delivered ${r.delivered} stored webhooks, ${r.left} left`;
+  }
+
+  const jobs: Record<JobName, () => Promise<string>> = { reset: scheduledReset, cleanup, history, health, webhook_retry: webhookRetry };
+
   async function runJob(name: JobName): Promise<string> {
     const started = new Date(now()).toISOString();
-    const text = await serial(async () => {
-      switch (name) {
-        case 'reset':
-          return scheduledReset();
-        case 'cleanup':
-          return cleanup();
-        case 'history':
-          return history();
-        case 'health':
-          return health();
-        case 'webhook_retry': {
-          const r = await notifier.retryStored();
-          return `delivered ${r.delivered} stored webhooks, ${r.left} left`;
-        }
-      }
-    }).catch((err: unknown) => {
+    // The retry pass waits on webhook endpoints and touches no container, counter or rule: it runs
+    // beside the serial work so that a dead endpoint never delays polling, quotas or the CLI.
+    const work = name === 'webhook_retry' ? jobs[name]() : serial(jobs[name]);
+    const text = await work.catch((err: unknown) => {
       log.error({ job: name }, `job failed: ${errorMessage(err)}`);
       notifier.notify('error', `job ${name} failed: ${errorMessage(err)}`, { job: name });
       throw err;

@@ -2,9 +2,12 @@
  * Webhook delivery of the daemon (spec/3 §2.8 webhook.*, §2.9, §3, §6.2): destinations from the
  * config, a bounded in-memory queue (webhook.queue_size for all destinations together; a full
  * queue drops and counts), batching within notifications.batch_window, retries waiting
- * base x 2^(n-1) capped at 60 s, a 429's Retry-After honoured, and the persisted outbox for
- * `webhook.endpoints` (persist_queue) retried by the scheduler. The `notifications.*`
- * destinations are not persisted: §6.2 says that retry path drops after the last failure.
+ * base x 2^(n-1) capped at 60 s, and the persisted outbox for `webhook.endpoints` (persist_queue)
+ * retried by the scheduler's webhook_retry job. The `notifications.*` destinations are not
+ * persisted: §6.2 says that retry path drops after the last failure.
+ *
+ * Every request of a destination, live or from the outbox, passes its one gate: chat_a's pace of
+ * 30 messages a minute (§8) and the hold a 429's Retry-After puts on the destination.
  */
 import type { Logger } from 'pino';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
@@ -14,9 +17,17 @@ import { requestText } from '../../src/lib/http-request.ts';
 import { durationMs } from '../../src/lib/units.ts';
 import { chatABody, chatBBody, EVENT_STYLE, EVENTS, genericBody, type EventName, type Notice } from './payloads.ts';
 import type { BandwidthdStore } from './store.ts';
+import { webhookTarget } from './webhook-url.ts';
 
 export type Platform = 'chat_a' | 'chat_b' | 'generic';
 export const MAX_BACKOFF_MS = 60_000;
+/**
+ * The longest Retry-After honoured (docs/decisions.md): a platform asking for more is taken to
+ * mean "much later", not a pause of days that would outlive any queue.
+ */
+export const MAX_RETRY_AFTER_MS = 3_600_000;
+/** Stored deliveries a retry pass sends per destination at most; the rest wait for the next pass. */
+export const RETRY_PASS_ROWS = 100;
 /** §8: generic webhook client timeout; used for every destination. */
 export const REQUEST_TIMEOUT_MS = 10_000;
 export const CHAT_A_PER_MINUTE = 30;
@@ -43,6 +54,8 @@ export interface SendResult {
   /** 4xx other than 408/429: retrying cannot help (bad or revoked URL, refused payload). */
   permanent?: boolean;
   retryAfterMs?: number;
+  /** Nothing was sent: the destination's gate stays closed this much longer than the caller would wait. */
+  deferredMs?: number;
 }
 
 /** Wait before attempt n+1 after attempt n failed: base x 2^(n-1), at most 60 s. Pure. */
@@ -50,13 +63,15 @@ export function backoffMs(base: number, failedAttempt: number): number {
   return Math.min(MAX_BACKOFF_MS, base * 2 ** Math.max(0, failedAttempt - 1));
 }
 
-/** Retry-After as seconds or an HTTP date, in ms (capped at 60 s); undefined when absent or unreadable. Pure. */
+const retryAfterMs = (secs: number): number => Math.min(MAX_RETRY_AFTER_MS, Math.max(0, secs * 1000));
+
+/** Retry-After as seconds or an HTTP date, in ms (at most MAX_RETRY_AFTER_MS); undefined when absent or unreadable. Pure. */
 export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
   if (value === null || value.trim() === '') return undefined;
   const secs = Number(value);
-  if (Number.isFinite(secs)) return Math.min(MAX_BACKOFF_MS, Math.max(0, secs * 1000));
+  if (Number.isFinite(secs)) return retryAfterMs(secs);
   const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.min(MAX_BACKOFF_MS, Math.max(0, at - now));
+  return Number.isNaN(at) ? undefined : retryAfterMs((at - now) / 1000);
 }
 
 function eventSet(map: Partial<Record<EventName, boolean>> | undefined): Set<EventName> {
@@ -104,22 +119,17 @@ export function bodyFor(dest: Destination, notices: Notice[]): string {
   return JSON.stringify(genericBody(notices[0] as Notice));
 }
 
-/** One HTTP attempt; never throws. Userinfo in the URL becomes basic authentication. */
+/**
+ * One HTTP attempt, past no gate (the notifier's workers send through theirs; `webhook test` is
+ * one request per destination); never throws. Userinfo in the URL becomes basic authentication.
+ */
 export async function sendOnce(dest: Destination, body: string, timeoutMs: number = REQUEST_TIMEOUT_MS): Promise<SendResult> {
-  let url: URL;
-  try {
-    url = new URL(dest.url);
-  } catch {
-    return { ok: false, permanent: true, error: 'invalid URL (an unresolved ${VAR}?)' };
-  }
+  const target = webhookTarget(dest.url);
+  if ('error' in target) return { ok: false, permanent: true, error: target.error };
   const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': `bandwidth-daemon/${SERVICE_VERSION}`, ...dest.headers };
-  if (url.username || url.password) {
-    headers['authorization'] = `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`;
-    url.username = '';
-    url.password = '';
-  }
+  if (target.authorization) headers['authorization'] = target.authorization;
   try {
-    const res = await requestText(url, { method: dest.method, headers, body, timeoutMs });
+    const res = await requestText(target.url, { method: dest.method, headers, body, timeoutMs });
     const text = res.text;
     if (res.status >= 200 && res.status <= 299) return { ok: true, status: res.status };
     const out: SendResult = { ok: false, status: res.status, error: `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}` };
@@ -129,7 +139,7 @@ export async function sendOnce(dest: Destination, body: string, timeoutMs: numbe
         // The embed-style platform also says it in the body, in (fractional) seconds.
         try {
           const j = JSON.parse(text) as { retry_after?: unknown };
-          if (typeof j.retry_after === 'number') after = Math.min(MAX_BACKOFF_MS, j.retry_after * 1000);
+          if (typeof j.retry_after === 'number') after = retryAfterMs(j.retry_after);
         } catch {
           // no JSON body
         }
@@ -156,12 +166,19 @@ export interface NotifierStats {
 export interface Notifier {
   /** Queues a notice for every enabled destination that wants the event; never blocks. */
   notify(event: EventName, message: string, data?: Notice['data']): void;
-  /** The scheduler's webhook_retry job: one attempt per stored delivery; returns [delivered, left]. */
+  /**
+   * The webhook_retry job: one pass over the stored deliveries, all destinations side by side,
+   * each in order until one fails or its gate is closed, at most RETRY_PASS_ROWS each. One pass
+   * at a time (a call during a pass gets that pass's outcome); never waits for a gate; stop()
+   * ends it at once. The daemon runs it beside its serial work, never inside it: an endpoint
+   * that does not answer must not hold up polling, enforcement or the CLI. Returns what it
+   * delivered and how many deliveries are left stored.
+   */
   retryStored(): Promise<{ delivered: number; left: number }>;
   stats(): NotifierStats;
   /** Waits until the queue is empty (tests, shutdown). */
   idle(): Promise<void>;
-  /** Delivers what is queued without further waits (persisting what fails), then stops. */
+  /** Ends a retry pass, delivers what is queued without further waits (persisting what fails), then stops. */
   stop(): Promise<void>;
 }
 
@@ -178,10 +195,13 @@ export interface NotifierOptions {
 /** Built once at daemon start; destinations are fixed for the life of the process. */
 export function createNotifier(opts: NotifierOptions): Notifier {
   const log = opts.logger;
+  const store = opts.store;
   const now = opts.now ?? (() => new Date());
   const timeout = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
-  const dests = destinationsOf(opts.config).filter((d) => d.enabled).map((d) => d.dest);
-  const byName = new Map(destinationsOf(opts.config).map((d) => [d.dest.name, d.dest]));
+  // One object per destination, so the live workers and the retry pass share its gate.
+  const all = destinationsOf(opts.config);
+  const dests = all.filter((d) => d.enabled).map((d) => d.dest);
+  const byName = new Map(all.map((d) => [d.dest.name, d.dest]));
   const capacity = opts.config.webhook.queue_size;
   const windowMs = durationMs(opts.config.notifications.batch_window);
   const queues = new Map<Destination, Notice[]>(dests.map((d) => [d, []]));
@@ -190,6 +210,9 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   const counts = { dropped: 0, delivered: 0, failed: 0, stored: 0 };
   let stopping = false;
   let queued = 0;
+  let pass: Promise<{ delivered: number; left: number }> | undefined;
+  let stopNow = (): void => undefined;
+  const whenStopped = new Promise<undefined>((resolve) => (stopNow = () => resolve(undefined)));
 
   function sleep(ms: number): Promise<void> {
     if (stopping || ms <= 0) return Promise.resolve();
@@ -204,36 +227,70 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     });
   }
 
-  /** chat_a allows 30 messages a minute per webhook (spec/3 §8): stay under it rather than earn 429s. */
-  const recent = new Map<Destination, number[]>();
+  /**
+   * A destination's gate: until when a 429 told it to wait, and for chat_a its send times within
+   * the pace window (30 messages a minute per webhook, spec/3 §8: stay under it rather than earn 429s).
+   */
+  const gates = new Map<Destination, { holdUntil: number; sent: number[] }>();
   const pace = opts.chatAPace ?? { messages: CHAT_A_PER_MINUTE, windowMs: 60_000 };
-  async function paced(dest: Destination): Promise<void> {
-    if (dest.type !== 'chat_a') return;
-    const times = recent.get(dest) ?? [];
-    recent.set(dest, times);
-    while (times.length > 0 && (times[0] as number) <= Date.now() - pace.windowMs) times.shift();
-    if (times.length >= pace.messages) await sleep((times[0] as number) + pace.windowMs - Date.now());
-    times.push(Date.now());
+  function gateOf(dest: Destination): { holdUntil: number; sent: number[] } {
+    let g = gates.get(dest);
+    if (!g) gates.set(dest, (g = { holdUntil: 0, sent: [] }));
+    return g;
+  }
+
+  /** How long `dest` must wait before its next request; 0 = now. */
+  function gateWait(dest: Destination): number {
+    const g = gateOf(dest);
+    const t = Date.now();
+    let wait = g.holdUntil - t;
+    if (dest.type === 'chat_a') {
+      while (g.sent.length > 0 && (g.sent[0] as number) <= t - pace.windowMs) g.sent.shift();
+      if (g.sent.length >= pace.messages) wait = Math.max(wait, (g.sent[0] as number) + pace.windowMs - t);
+    }
+    return Math.max(0, wait);
+  }
+
+  /**
+   * One request through the destination's gate: the only way the live workers and the retry pass
+   * send. Waits up to `maxWaitMs` for the gate, never while stopping; a longer wait sends nothing
+   * and returns `deferredMs`. A 429's Retry-After closes the gate for both paths.
+   */
+  async function attempt(dest: Destination, body: string, maxWaitMs: number): Promise<SendResult> {
+    for (let wait = gateWait(dest); wait > 0; wait = gateWait(dest)) {
+      if (stopping || wait > maxWaitMs) return { ok: false, deferredMs: wait, error: `held back ${Math.ceil(wait / 1000)} s by the platform's rate limit` };
+      await sleep(wait);
+    }
+    if (dest.type === 'chat_a') gateOf(dest).sent.push(Date.now());
+    const r = await sendOnce(dest, body, timeout);
+    if (r.retryAfterMs !== undefined) gateOf(dest).holdUntil = Date.now() + r.retryAfterMs;
+    return r;
   }
 
   async function deliver(dest: Destination, body: string, what: string): Promise<void> {
+    const outbox = dest.persist ? store : null;
+    // A destination with an outbox waits at most the fixed 60 s backoff and hands a longer hold to
+    // the retry job. One without has only its own worker to wait in: it waits the hold out, which
+    // delays no other destination.
+    const maxWait = outbox ? MAX_BACKOFF_MS : MAX_RETRY_AFTER_MS;
     let last: SendResult = { ok: false };
-    for (let attempt = 1; attempt <= Math.max(1, dest.maxRetries); attempt++) {
-      await paced(dest);
-      last = await sendOnce(dest, body, timeout);
+    for (let n = 1; n <= Math.max(1, dest.maxRetries); n++) {
+      last = await attempt(dest, body, maxWait);
       if (last.ok) {
         counts.delivered++;
         return;
       }
-      log.warn({ destination: dest.name, attempt, status: last.status }, `webhook delivery failed: ${last.error ?? 'unknown error'}`);
-      if (last.permanent || stopping || attempt >= dest.maxRetries) break;
-      await sleep(last.retryAfterMs ?? backoffMs(dest.backoffMs, attempt));
+      if (last.deferredMs !== undefined) break;
+      log.warn({ destination: dest.name, attempt: n, status: last.status }, `webhook delivery failed: ${last.error ?? 'unknown error'}`);
+      if (last.permanent || stopping || n >= dest.maxRetries) break;
+      // After a 429 the gate holds the destination for its Retry-After; the backoff is for the rest.
+      if (last.retryAfterMs === undefined) await sleep(backoffMs(dest.backoffMs, n));
     }
     counts.failed++;
-    if (dest.persist && opts.store && !last.permanent) {
-      opts.store.enqueue(dest.name, body, now().getTime());
+    if (outbox && !last.permanent) {
+      outbox.enqueue(dest.name, body, now().getTime());
       counts.stored++;
-      log.warn({ destination: dest.name, events: what }, 'webhook stored for the retry job');
+      log.warn({ destination: dest.name, events: what }, `webhook stored for the retry job: ${last.error ?? 'failed'}`);
     } else {
       log.error({ destination: dest.name, events: what }, `webhook dropped: ${last.error ?? 'failed'}`);
     }
@@ -260,6 +317,35 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     running.set(dest, p);
   }
 
+  /** One destination's share of a retry pass; returns how many it delivered. */
+  async function retryDestination(outbox: BandwidthdStore, name: string): Promise<number> {
+    const dest = byName.get(name);
+    if (!dest) {
+      log.warn({ destination: name, deliveries: outbox.outboxDrop(name) }, 'stored webhooks for a destination no longer configured: dropped');
+      return 0;
+    }
+    let delivered = 0;
+    for (const row of outbox.outbox(name, RETRY_PASS_ROWS)) {
+      if (stopping) break;
+      // A stop abandons the request in flight; its row stays and goes out after the next start.
+      const r = await Promise.race([attempt(dest, row.body, 0), whenStopped]);
+      if (r === undefined) break;
+      if (r.ok) {
+        outbox.outboxDelete(row.id);
+        delivered++;
+        counts.delivered++;
+      } else if (r.permanent) {
+        log.error({ destination: dest.name, status: r.status }, `stored webhook refused, dropped: ${r.error ?? ''}`);
+        outbox.outboxDelete(row.id);
+      } else {
+        // Down or held back: its other deliveries wait for a later pass. A hold is no attempt.
+        if (r.deferredMs === undefined) outbox.outboxFailed(row.id);
+        break;
+      }
+    }
+    return delivered;
+  }
+
   return {
     notify(event, message, data = {}) {
       const notice: Notice = { event, timestamp: now().toISOString(), message, data };
@@ -275,29 +361,14 @@ export function createNotifier(opts: NotifierOptions): Notifier {
         kick(dest);
       }
     },
-    async retryStored() {
-      if (!opts.store) return { delivered: 0, left: 0 };
-      let delivered = 0;
-      for (const row of opts.store.outbox()) {
-        const dest = byName.get(row.destination);
-        if (!dest) {
-          log.warn({ destination: row.destination }, 'stored webhook for a destination no longer configured: dropped');
-          opts.store.outboxDelete(row.id);
-          continue;
-        }
-        const r = await sendOnce(dest, row.body, timeout);
-        if (r.ok) {
-          opts.store.outboxDelete(row.id);
-          delivered++;
-          counts.delivered++;
-        } else if (r.permanent) {
-          log.error({ destination: dest.name, status: r.status }, `stored webhook refused, dropped: ${r.error ?? ''}`);
-          opts.store.outboxDelete(row.id);
-        } else {
-          opts.store.outboxFailed(row.id);
-        }
-      }
-      return { delivered, left: opts.store.outboxCount() };
+    retryStored() {
+      if (!store) return Promise.resolve({ delivered: 0, left: 0 });
+      pass ??= Promise.all(store.outboxDestinations().map((name) => retryDestination(store, name)))
+        .then((n) => ({ delivered: n.reduce((a, b) => a + b, 0), left: store.outboxCount() }))
+        .finally(() => {
+          pass = undefined;
+        });
+      return pass;
     },
     stats: () => ({ queued, ...counts }),
     async idle() {
@@ -305,8 +376,11 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     },
     async stop() {
       stopping = true;
+      stopNow();
       for (const wake of [...sleeps]) wake();
       while (running.size > 0) await Promise.all([...running.values()]);
+      // The job that started the pass reports its failure; here it only has to be over.
+      await pass?.catch(() => undefined);
     },
   };
 }

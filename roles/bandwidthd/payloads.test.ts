@@ -54,10 +54,13 @@ test('backoff: base x 2^(n-1), capped at 60 s', () => {
   assert.equal(backoffMs(5000, 10), 60_000);
 });
 
-test('Retry-After in seconds or as a date, capped at 60 s', () => {
+test('Retry-After in seconds or as a date, honoured up to one hour', () => {
   assert.equal(parseRetryAfter('2'), 2000);
   assert.equal(parseRetryAfter('0.5'), 500);
-  assert.equal(parseRetryAfter('3600'), 60_000);
+  assert.equal(parseRetryAfter('300'), 300_000);
+  assert.equal(parseRetryAfter('3600'), 3_600_000);
+  assert.equal(parseRetryAfter('86400'), 3_600_000);
+  assert.equal(parseRetryAfter('-5'), 0);
   assert.equal(parseRetryAfter(new Date(10_000).toUTCString(), 5_000), 5000);
   assert.equal(parseRetryAfter(null), undefined);
   assert.equal(parseRetryAfter('soon'), undefined);

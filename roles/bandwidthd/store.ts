@@ -68,7 +68,12 @@ export interface BandwidthdStore {
   hourly(sinceMs: number, untilMs: number): { container: string; name: string; hour: number; rx_bytes: number; tx_bytes: number }[];
   deleteHourlyBefore(ms: number): number;
   enqueue(destination: string, body: string, now: number): void;
-  outbox(): OutboxRow[];
+  /** The destinations that have stored deliveries. */
+  outboxDestinations(): string[];
+  /** The oldest `limit` stored deliveries of one destination. */
+  outbox(destination: string, limit: number): OutboxRow[];
+  /** Deletes every stored delivery of a destination; returns how many. */
+  outboxDrop(destination: string): number;
   outboxDelete(id: number): void;
   outboxFailed(id: number): void;
   outboxCount(): number;
@@ -97,7 +102,9 @@ export function openBandwidthdStore(cfg: Pick<BandwidthdConfig['database'], 'pat
       LEFT JOIN containers c ON c.id = h.container WHERE h.hour >= ? AND h.hour < ? ORDER BY h.hour, name`),
     delHourly: db.prepare('DELETE FROM usage_hourly WHERE hour < ?'),
     enqueue: db.prepare('INSERT INTO webhook_outbox (destination, body, created_at) VALUES (?, ?, ?)'),
-    outbox: db.prepare('SELECT * FROM webhook_outbox ORDER BY id'),
+    outboxDestinations: db.prepare('SELECT DISTINCT destination FROM webhook_outbox ORDER BY destination'),
+    outbox: db.prepare('SELECT * FROM webhook_outbox WHERE destination = ? ORDER BY id LIMIT ?'),
+    outboxDrop: db.prepare('DELETE FROM webhook_outbox WHERE destination = ?'),
     outboxDel: db.prepare('DELETE FROM webhook_outbox WHERE id = ?'),
     outboxFail: db.prepare('UPDATE webhook_outbox SET attempts = attempts + 1 WHERE id = ?'),
     outboxCount: db.prepare('SELECT COUNT(*) AS n FROM webhook_outbox'),
@@ -119,7 +126,9 @@ export function openBandwidthdStore(cfg: Pick<BandwidthdConfig['database'], 'pat
     hourly: (since, until) => q.hourly.all(since, until) as unknown as ReturnType<BandwidthdStore['hourly']>,
     deleteHourlyBefore: (ms) => Number(q.delHourly.run(ms).changes),
     enqueue: (d, body, now) => void q.enqueue.run(d, body, now),
-    outbox: () => q.outbox.all() as unknown as OutboxRow[],
+    outboxDestinations: () => (q.outboxDestinations.all() as { destination: string }[]).map((r) => r.destination),
+    outbox: (destination, limit) => q.outbox.all(destination, limit) as unknown as OutboxRow[],
+    outboxDrop: (destination) => Number(q.outboxDrop.run(destination).changes),
     outboxDelete: (id) => void q.outboxDel.run(id),
     outboxFailed: (id) => void q.outboxFail.run(id),
     outboxCount: () => Number((q.outboxCount.get() as { n: number }).n),
