@@ -5,7 +5,7 @@
 import { AppError } from '../../src/core/app-error.ts';
 import { localRequest } from '../../src/lib/local-socket.ts';
 import { formatBytes as bytes, printLine as print, socketPathFromConfig, table } from '../../src/lib/cli-format.ts';
-import { loadBandwidthdConfig } from './config.ts';
+import { DEFAULT_CONFIG_PATH, loadBandwidthdConfig } from './config.ts';
 import type { DaemonStatus } from './daemon.ts';
 import { bodyFor, destinationsOf, sendOnce, type Platform } from './notifier.ts';
 
@@ -13,7 +13,7 @@ const DEFAULT_SOCKET = '/var/run/bandwidth.sock';
 
 /** general.socket_path of the config file (read leniently: status must work with a half-broken file), else the default. */
 export function socketPathOf(configPath: string): string {
-  return socketPathFromConfig(configPath, DEFAULT_SOCKET);
+  return socketPathFromConfig(configPath, DEFAULT_CONFIG_PATH, DEFAULT_SOCKET);
 }
 
 const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<T> => localRequest<T>(socket, method, `/api/v1${path}`, 'the bandwidth daemon');

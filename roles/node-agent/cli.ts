@@ -4,6 +4,7 @@
  */
 import { formatBytes as bytes, formatRate as rate, printLine as print, socketPathFromConfig, table } from '../../src/lib/cli-format.ts';
 import { localRequest } from '../../src/lib/local-socket.ts';
+import { DEFAULT_CONFIG_PATH } from './config.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import type { AgentStatus } from './agent.ts';
 
@@ -11,7 +12,7 @@ const DEFAULT_SOCKET = '/var/run/bandwidth-node.sock';
 
 /** BANDWIDTH_NODE_SOCKET, else general.socket_path of the config file, else the default. */
 export function agentSocketPath(configPath: string): string {
-  return process.env['BANDWIDTH_NODE_SOCKET'] || socketPathFromConfig(configPath, DEFAULT_SOCKET);
+  return process.env['BANDWIDTH_NODE_SOCKET'] || socketPathFromConfig(configPath, DEFAULT_CONFIG_PATH, DEFAULT_SOCKET);
 }
 
 const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<T> => localRequest<T>(socket, method, `/api/v1${path}`, 'bandwidth-node');

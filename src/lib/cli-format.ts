@@ -4,18 +4,31 @@
  */
 import { readFileSync } from 'node:fs';
 import { parse } from 'yaml';
+import { AppError } from '../core/app-error.ts';
 import { GIB, KIB, MIB } from './units.ts';
 
 /**
  * `general.socket_path` of the config file, read leniently (status must work while the file has
- * problems), else `fallback`. Runs once per CLI command.
+ * problems), else `fallback`. A missing file is fine only at the default path (a host without a
+ * config file runs with the default socket); a missing file the operator named is a typo, and
+ * asking the default socket instead would answer for another daemon or not at all. Runs once per
+ * CLI command.
  */
-export function socketPathFromConfig(configPath: string, fallback: string): string {
+export function socketPathFromConfig(configPath: string, defaultConfigPath: string, fallback: string): string {
+  let text: string;
   try {
-    const doc = parse(readFileSync(configPath, 'utf8')) as { general?: { socket_path?: unknown } } | null;
+    text = readFileSync(configPath, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && configPath !== defaultConfigPath) {
+      throw new AppError('ERR_CONFIG', `no config file at ${configPath} (leave --config out to use the default socket ${fallback})`);
+    }
+    return fallback;
+  }
+  try {
+    const doc = parse(text) as { general?: { socket_path?: unknown } } | null;
     if (typeof doc?.general?.socket_path === 'string' && doc.general.socket_path) return doc.general.socket_path;
   } catch {
-    // No readable config: the fallback socket.
+    // A file that does not parse: the fallback socket (check tells what is wrong with it).
   }
   return fallback;
 }
