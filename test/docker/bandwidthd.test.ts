@@ -3,8 +3,8 @@
  * with a host veth gets the default rate in both directions (measured), a container whose
  * `bandwidth.daily_quota` label is crossed is measured at the exceeded speed, `bandwidth reset`
  * restores it, the health job repairs a rule someone deleted, and after a restart with
- * `disconnect_on_exceeded` an exceeded container loses its rules. Webhooks go to a receiver on
- * loopback.
+ * `disconnect_on_exceeded` an exceeded container loses its rules; a stop is no removal, a
+ * `docker rm` is. Webhooks go to a receiver on loopback.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -165,4 +165,23 @@ test('after a restart with disconnect_on_exceeded an exceeded container runs wit
   // The others keep their default rules.
   const iface = (await status()).containers.find((c) => c.name === 'bwd-plain')?.iface as string;
   assert.match(qdiscs(iface), /htb/);
+});
+
+test('a stopped container sends no container_removed and is managed again when it starts; a removed one sends container_removed', async () => {
+  const gone = await docker!.runContainer({ name: 'bwd-gone', network: 'hk-bwd', cmd: sinkCommand(SINK) });
+  const managed = async (): Promise<boolean> => (await status()).containers.some((c) => c.name === 'bwd-gone');
+  await until('bwd-gone managed', async () => ((await managed()) ? true : undefined));
+  const count = (event: string): number => events().filter((e) => e === `${event}:bwd-gone`).length;
+  await until('container_found for bwd-gone', () => (count('container_found') === 1 ? true : undefined));
+
+  await docker!.cli(['stop', gone.id]);
+  await until('bwd-gone no longer managed', async () => ((await managed()) ? undefined : true));
+  await docker!.cli(['start', gone.id]);
+  await until('bwd-gone managed again', async () => ((await managed()) ? true : undefined));
+  await new Promise((r) => setTimeout(r, 500)); // a batch window and more for a stray event
+  assert.equal(count('container_removed'), 0, 'a stop is not a removal');
+  assert.equal(count('container_found'), 1, 'coming back is not a new container');
+
+  await docker!.cli(['rm', '-f', gone.id]);
+  await until('container_removed for bwd-gone', () => (count('container_removed') === 1 ? true : undefined));
 });
