@@ -19,6 +19,13 @@ export interface FileCall {
   ip: string;
 }
 
+/**
+ * What a file route does with the paths it hands to the filePaths hooks: `read` (list, contents),
+ * `change` (write, rename, create-folder) or `delete`, which the fileDelete hooks judge further
+ * (a delete may be an addon's own, like the trash bin's removal of trash ids).
+ */
+export type FilePathUse = 'read' | 'change' | 'delete';
+
 /** Lifecycle hooks: addons (bandwidth, trash bin, operations) react to core changes here. */
 export interface PanelHooks {
   /**
@@ -35,22 +42,27 @@ export interface PanelHooks {
   /** Runs after a server record was deleted. */
   serverDeleted: ((server: ServerRow) => Promise<void> | void)[];
   /**
-   * `GET files/list`, after the core's permission checks: the first hook returning entries answers
-   * for that directory (the trash bin's `/.trash`) instead of the volume; undefined passes on.
+   * Every client file route (list, contents, write, rename, create-folder, delete, and any added
+   * later), after the core's permission checks and validation and before any other file hook or
+   * volume access: every path the request reads or changes (volume-relative, normalised: `a/b`,
+   * the root is '') and what it does with them. A hook refuses by throwing (the trash bin: 403
+   * for `.trash` and below without `trashbin.access`), so one hook guards a folder whatever the
+   * route or the spelling of the path; the other file hooks run only once all of these passed.
+   */
+  filePaths?: ((call: FileCall, paths: readonly string[], use: FilePathUse) => Promise<void> | void)[];
+  /**
+   * `GET files/list`, after the filePaths hooks, with the directory normalised: the first hook
+   * returning entries answers for that directory (the trash bin's `.trash`) instead of the
+   * volume; undefined passes on.
    */
   fileList?: ((call: FileCall, directory: string) => Promise<unknown[] | undefined>)[];
   /**
-   * `POST files/delete`, after the core's permission checks and validation, with the request's
-   * raw body (addon fields such as `permanent`): a hook may refuse (throw), or take the delete
-   * over and return true (the trash bin moving files), and then the core neither deletes nor logs;
-   * false lets the core delete for good.
+   * `POST files/delete`, after the filePaths hooks, with the request's raw body (addon fields
+   * such as `permanent`): a hook may refuse (throw), or take the delete over and return true
+   * (the trash bin moving files), and then the core neither deletes nor logs; false lets the core
+   * delete for good.
    */
   fileDelete?: ((call: FileCall, root: string, files: readonly string[], body: Record<string, unknown>) => Promise<boolean>)[];
-  /**
-   * `files/write`, `files/rename` and `files/create-folder` before they touch the volume, with every
-   * path involved (volume-relative, normalised: `a/b`, the root is ''); a hook refuses by throwing.
-   */
-  fileChange?: ((call: FileCall, paths: readonly string[]) => Promise<void> | void)[];
 }
 
 export interface PanelContext {

@@ -473,7 +473,8 @@ test('race: a folder swapped for a link to outside mid-operation never lets an o
 test('measure: a folder sums its files, links count as links, a missing path is null', async () => {
   resetVolume();
   const f = files();
-  assert.deepEqual(await f.measure(A, '/server.properties'), { size: 8, mode: '-rw-r-----', mode_bits: '640', is_file: true, is_symlink: false });
+  const changed = lstatSync(path.join(volA, 'server.properties')).ctimeMs;
+  assert.deepEqual(await f.measure(A, '/server.properties'), { size: 8, mode: '-rw-r-----', mode_bits: '640', is_file: true, is_symlink: false, changed_ms: changed });
   const sub = await f.measure(A, 'sub');
   assert.equal(sub?.size, 'inner'.length + 'deeper'.length);
   assert.equal(sub?.is_file, false);

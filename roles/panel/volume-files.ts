@@ -62,6 +62,11 @@ export interface Measured {
   mode_bits: string;
   is_file: boolean;
   is_symlink: boolean;
+  /**
+   * The entry's last status change (ctime, epoch ms). Linux file systems set it on a rename and
+   * never move it back, so the time since never overstates how long a moved item has been there.
+   */
+  changed_ms: number;
 }
 
 export interface RenamePair {
@@ -681,6 +686,7 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
             mode_bits: modeBits(w.stat.mode),
             is_file: !isDir,
             is_symlink: w.stat.isSymbolicLink(),
+            changed_ms: w.stat.ctimeMs,
           };
         }).catch((err: unknown) => {
           // A missing intermediate folder means the path does not exist either.

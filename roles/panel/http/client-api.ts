@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AppError } from '../../../src/core/app-error.ts';
 import { MIB } from '../../../src/lib/units.ts';
 import type { RunningAddon } from '../addons/addon.ts';
-import type { FileCall, PanelContext } from '../context.ts';
+import type { FileCall, FilePathUse, PanelContext } from '../context.ts';
 import { activityAttributes } from '../services/activity.ts';
 import { apiKeyAttributes, createApiKey } from '../services/api-keys.ts';
 import { found } from '../services/records.ts';
@@ -89,8 +89,11 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
     ctx.activity.log({ event, actor: apiActor(req), subject: { type: 'server', id: server.id }, properties, ip: req.ip });
   const nodeName = async (s: ServerRow): Promise<string> => (await ctx.store.nodes.find(s.node_id))?.name ?? '';
   const call = (req: FastifyRequest, a: ServerAccess): FileCall => ({ access: a, actor: apiActor(req), ip: req.ip });
-  const fileChange = async (req: FastifyRequest, a: ServerAccess, paths: readonly string[]): Promise<void> => {
-    for (const hook of ctx.hooks.fileChange ?? []) await hook(call(req, a), paths);
+  // Every file route hands the paths it reads or changes to the addons' guards before anything touches them.
+  const guard = async (req: FastifyRequest, a: ServerAccess, use: FilePathUse, paths: readonly string[]): Promise<FileCall> => {
+    const c = call(req, a);
+    for (const hook of ctx.hooks.filePaths ?? []) await hook(c, paths, use);
+    return c;
   };
 
   api.get('/', async (req) => {
@@ -167,8 +170,10 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.get('/servers/:server/files/list', async (req) => {
     const a = await access(req, 'file.read');
     const directory = queryParam(req, 'directory', '/');
+    const normalised = volumePath('/', directory);
+    const c = await guard(req, a, 'read', [normalised]);
     for (const hook of ctx.hooks.fileList ?? []) {
-      const entries = await hook(call(req, a), directory);
+      const entries = await hook(c, normalised);
       if (entries !== undefined) return { object: 'list', data: entries };
     }
     return { object: 'list', data: await files.list(a.server.uuid, directory) };
@@ -176,6 +181,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.get('/servers/:server/files/contents', async (req, reply) => {
     const a = await access(req, 'file.read-content');
     const file = queryParam(req, 'file');
+    await guard(req, a, 'read', [volumePath('/', file)]);
     const data = await files.contents(a.server.uuid, file, BODY_LIMIT);
     await log(req, 'server:file.read', a.server, { file });
     return reply.type('text/plain; charset=utf-8').send(data);
@@ -183,7 +189,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.put('/servers/:server/files/rename', async (req, reply) => {
     const a = await access(req, 'file.update');
     const v = validateRenameFiles(req.body);
-    await fileChange(req, a, v.files.flatMap((f) => [volumePath(v.root ?? '/', f.from), volumePath(v.root ?? '/', f.to)]));
+    await guard(req, a, 'change', v.files.flatMap((f) => [volumePath(v.root ?? '/', f.from), volumePath(v.root ?? '/', f.to)]));
     await files.rename(a.server.uuid, v.root ?? '/', v.files);
     await log(req, 'server:file.rename', a.server, { directory: v.root ?? '/', files: v.files });
     return reply.code(204).send();
@@ -191,7 +197,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.post('/servers/:server/files/create-folder', async (req, reply) => {
     const a = await access(req, 'file.create');
     const v = validateFolder(req.body);
-    await fileChange(req, a, [volumePath(v.root ?? '/', v.name)]);
+    await guard(req, a, 'change', [volumePath(v.root ?? '/', v.name)]);
     await files.createFolder(a.server.uuid, v.root ?? '/', v.name);
     await log(req, 'server:file.create-directory', a.server, { directory: v.root ?? '/', name: v.name });
     return reply.code(204).send();
@@ -199,8 +205,9 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.post('/servers/:server/files/delete', async (req, reply) => {
     const a = await access(req, 'file.delete');
     const v = validateDelete(req.body);
+    const c = await guard(req, a, 'delete', v.files.map((f) => volumePath(v.root ?? '/', f)));
     for (const hook of ctx.hooks.fileDelete ?? []) {
-      if (await hook(call(req, a), v.root ?? '/', v.files, req.body as Record<string, unknown>)) return reply.code(204).send();
+      if (await hook(c, v.root ?? '/', v.files, req.body as Record<string, unknown>)) return reply.code(204).send();
     }
     await files.delete(a.server.uuid, v.root ?? '/', v.files);
     await log(req, 'server:file.delete', a.server, { directory: v.root ?? '/', files: v.files });
@@ -214,7 +221,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
       const a = await access(req, 'file.update');
       const file = queryParam(req, 'file');
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      await fileChange(req, a, [volumePath('/', file)]);
+      await guard(req, a, 'change', [volumePath('/', file)]);
       await files.write(a.server.uuid, file, body);
       await log(req, 'server:file.write', a.server, { file, bytes: body.length });
       return reply.code(204).send();

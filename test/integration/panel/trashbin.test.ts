@@ -1,14 +1,15 @@
 /**
  * The trash bin addon end to end against the real panel process and a real volume directory:
  * deletes into `.trash/{id}`, the `/.trash` listing from the records, restore (with name
- * conflicts and ghosts), permanent deletes, the addon switched off, quotas resolved per server,
- * egg and global, the trash folder guard, subusers with and without `trashbin.access`, the
- * 10-per-minute limits, empty, the retention purge, cleanup with servers and eggs, and the admin
+ * conflicts, ghosts, and a failure partway), permanent deletes, the addon switched off, quotas
+ * resolved per server, egg and global, the trash folder guard, subusers with and without
+ * `trashbin.access` on every file route and path spelling, the 10-per-minute limits, empty, the
+ * retention purge, orphan items without a record, cleanup with servers and eggs, and the admin
  * routes through a signed-in admin session.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
@@ -18,9 +19,12 @@ import { startPanel, type TestPanel } from './harness.ts';
 type Item = { object: string; attributes: Record<string, unknown> };
 type Errors = { errors: { code: string; status: string; detail: string; meta?: Record<string, unknown> }[] };
 type Server = { id: number; uuid: string; identifier: string };
+type Response = Awaited<ReturnType<TestPanel['api']>>;
 
 const MIB = 1024 * 1024;
 const PART = 600 * 1024;
+// Every file permission of the core: the subusers below differ only in trashbin.access.
+const FILE_PERMISSIONS = ['file.read', 'file.read-content', 'file.create', 'file.update', 'file.delete'];
 const DEFAULT_FORM = { enabled: true, retention_hours: 24, default_max_mb_per_server: 0, max_files_per_delete: 100, purge_batch_size: 200, logging_enabled: true, protect_trash_dir: true };
 
 describe('panel trash bin', () => {
@@ -31,6 +35,8 @@ describe('panel trash bin', () => {
   let owner: string;
   let keeper: string;
   let deleter: string;
+  let peeker: string;
+  let curator: string;
   let eggA: number;
   let eggB: number;
   let nestId: number;
@@ -48,6 +54,11 @@ describe('panel trash bin', () => {
   };
   const records = (s: Server): { id: number; path: string; size: number }[] => db.prepare('SELECT id, path, size FROM trashbin_entries WHERE server_id = ? ORDER BY id').all(s.id) as { id: number; path: string; size: number }[];
   const firstError = (r: { body: unknown }): Errors['errors'][number] | undefined => (r.body as Errors).errors[0];
+  const lastEvent = (s: Server, event: string): Record<string, unknown> => {
+    const row = db.prepare("SELECT properties FROM activity_logs WHERE subject_type = 'server' AND subject_id = ? AND event = ? ORDER BY id DESC LIMIT 1").get(s.id, event) as { properties: string } | undefined;
+    assert.ok(row !== undefined, `no ${event} entry`);
+    return JSON.parse(row.properties) as Record<string, unknown>;
+  };
   const events = (s: Server, prefix: string): string[] =>
     (db.prepare("SELECT event FROM activity_logs WHERE subject_type = 'server' AND subject_id = ? AND event LIKE ? ORDER BY id").all(s.id, `${prefix}%`) as { event: string }[]).map((r) => r.event);
   const saveSettings = async (change: Partial<typeof DEFAULT_FORM>): Promise<void> => {
@@ -71,10 +82,14 @@ describe('panel trash bin', () => {
     const ownerId = panel.createUser('owner');
     panel.createUser('keeper');
     panel.createUser('deleter');
+    panel.createUser('peeker');
+    panel.createUser('curator');
     admin = panel.createKey('root', 'application');
     owner = panel.createKey('owner', 'client');
     keeper = panel.createKey('keeper', 'client');
     deleter = panel.createKey('deleter', 'client');
+    peeker = panel.createKey('peeker', 'client');
+    curator = panel.createKey('curator', 'client');
     db = new DatabaseSync(join(panel.dir, 'data', 'panel.sqlite'));
     db.exec('PRAGMA busy_timeout = 5000');
     web = await adminSession(panel.url, 'root', 'correct horse battery');
@@ -88,7 +103,7 @@ describe('panel trash bin', () => {
     eggB = await egg('Vanilla');
     s1 = await createServer('One', eggA, allocs[0] ?? 0, ownerId);
     s2 = await createServer('Two', eggB, allocs[1] ?? 0, ownerId);
-    for (const [s, who, permissions] of [[s1, 'keeper', ['file.read', 'file.delete', 'trashbin.access']], [s1, 'deleter', ['file.read', 'file.delete']], [s2, 'keeper', ['file.read', 'file.delete', 'trashbin.access']]] as const) {
+    for (const [s, who, permissions] of [[s1, 'keeper', ['file.read', 'file.delete', 'trashbin.access']], [s1, 'deleter', ['file.read', 'file.delete']], [s2, 'keeper', ['file.read', 'file.delete', 'trashbin.access']], [s1, 'peeker', FILE_PERMISSIONS], [s1, 'curator', [...FILE_PERMISSIONS, 'trashbin.access']]] as const) {
       const r = await panel.api(owner, 'POST', `/api/client/servers/${s.identifier}/users`, { email: `${who}@example.test`, permissions });
       assert.equal(r.status, 200, r.text);
     }
@@ -203,11 +218,71 @@ describe('panel trash bin', () => {
     assert.equal(records(s2).length, 1, 'nor deleted');
   });
 
-  it('skips ghost records whose path lies inside .trash, removing them', async () => {
-    const ghost = db.prepare("INSERT INTO trashbin_entries (server_id, path, is_file, is_symlink, size, mode, mode_bits, deleted_at) VALUES (?, '.trash/77', 1, 0, 1, '-rw-r--r--', '644', ?) RETURNING id").get(s1.id, new Date().toISOString()) as { id: number };
-    assert.equal((await panel.api(owner, 'POST', `${files(s1)}/restore`, { files: [ghost.id] })).status, 204);
+  it('skips ghost records and records whose item is gone, removing both sides', async () => {
+    const insert = db.prepare("INSERT INTO trashbin_entries (server_id, path, is_file, is_symlink, size, mode, mode_bits, deleted_at) VALUES (?, ?, 1, 0, 1, '-rw-r--r--', '644', ?) RETURNING id");
+    const ghost = (insert.get(s1.id, '.trash/77', new Date().toISOString()) as { id: number }).id;
+    const lost = (insert.get(s1.id, 'lost.txt', new Date().toISOString()) as { id: number }).id;
+    writeFileSync(vol(s1, '.trash', String(ghost)), 'the ghost item');
+    assert.equal((await panel.api(owner, 'POST', `${files(s1)}/restore`, { files: [ghost, lost] })).status, 204);
     assert.deepEqual(records(s1), []);
-    assert.ok(!existsSync(vol(s1, '.trash', '77')));
+    assert.ok(!existsSync(vol(s1, '.trash', String(ghost))), 'the ghost item goes with its record');
+    assert.ok(!existsSync(vol(s1, '.trash', '77')) && !existsSync(vol(s1, 'lost.txt')));
+    assert.deepEqual(lastEvent(s1, 'server:trashbin.restore'), {
+      restored: [],
+      skipped: [{ id: ghost, file: '.trash/77', reason: 'ghost' }, { id: lost, file: 'lost.txt', reason: 'missing' }],
+    });
+  });
+
+  it('logs the restores done before a failing one and names the failure, what was restored and what was not tried', async () => {
+    writeFileSync(vol(s1, 'r1.txt'), '1');
+    mkdirSync(vol(s1, 'blocked'));
+    writeFileSync(vol(s1, 'blocked', 'r2.txt'), '2');
+    writeFileSync(vol(s1, 'r3.txt'), '3');
+    assert.equal((await del(owner, s1, { root: '/', files: ['r1.txt', 'blocked/r2.txt', 'r3.txt'] })).status, 204);
+    const [r1, r2, r3] = records(s1).map((r) => r.id);
+    assert.ok(r1 !== undefined && r2 !== undefined && r3 !== undefined);
+    // The second one cannot go back: its folder is a file now.
+    rmSync(vol(s1, 'blocked'), { recursive: true });
+    writeFileSync(vol(s1, 'blocked'), 'a file now');
+
+    // The owner has used up this minute's restores on this server; a subuser with trashbin.access has its own.
+    const r = await panel.api(curator, 'POST', `${files(s1)}/restore`, { files: [r3, r1, r2] });
+    assert.equal(r.status, 400, r.text);
+    const error = firstError(r);
+    assert.equal(error?.code, 'BadRequestHttpException');
+    assert.match(error?.detail ?? '', new RegExp(`^Restoring trash entry ${r2} \\(/blocked/r2\\.txt\\) failed: .*not a directory.* Restored before it: ${r1}\\. Not tried, still in the trash: ${r3}\\.$`));
+    assert.deepEqual(error?.meta, { trash_id: r2, restored: [r1], not_tried: [r3] });
+    assert.equal(readFileSync(vol(s1, 'r1.txt'), 'utf8'), '1');
+    assert.deepEqual(records(s1).map((e) => e.id), [r2, r3]);
+    assert.ok(existsSync(vol(s1, '.trash', String(r2))) && existsSync(vol(s1, '.trash', String(r3))));
+    const logged = lastEvent(s1, 'server:trashbin.restore');
+    assert.deepEqual(logged.restored, [{ id: r1, file: 'r1.txt', to: 'r1.txt' }]);
+    assert.deepEqual(logged.skipped, []);
+    assert.equal((logged.failed as { id: number }).id, r2);
+    assert.equal((logged.failed as { error: string }).error, error?.detail);
+
+    rmSync(vol(s1, 'blocked'));
+    assert.equal((await panel.api(curator, 'POST', `${files(s1)}/restore`, { files: [r2, r3] })).status, 204);
+    assert.equal(readFileSync(vol(s1, 'blocked', 'r2.txt'), 'utf8'), '2');
+    assert.equal(readFileSync(vol(s1, 'r3.txt'), 'utf8'), '3');
+    assert.deepEqual(records(s1), []);
+  });
+
+  it('logs the items trashed before a failing one', async () => {
+    writeFileSync(vol(s1, 't1.txt'), '1');
+    writeFileSync(vol(s1, 't2.txt'), '2');
+    // The second item's id is taken on disk already, so its move fails.
+    const next = (db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'trashbin_entries'").get() as { seq: number }).seq + 1;
+    writeFileSync(vol(s1, '.trash', String(next + 1)), 'in the way');
+    const r = await del(owner, s1, { root: '/', files: ['t1.txt', 't2.txt'] });
+    assert.equal(r.status, 409, r.text);
+    assert.deepEqual(records(s1).map((e) => [e.id, e.path]), [[next, 't1.txt']]);
+    assert.ok(existsSync(vol(s1, 't2.txt')));
+    assert.deepEqual(lastEvent(s1, 'server:trashbin.trash'), { files: ['t1.txt'], ids: [next], bytes: 1 });
+    assert.equal((await del(owner, s1, { root: '/.trash', files: [String(next), String(next + 1)] })).status, 204);
+    assert.deepEqual(lastEvent(s1, 'server:trashbin.delete'), { ids: [next], files: ['t1.txt'], orphans: [next + 1] });
+    assert.ok(!existsSync(vol(s1, '.trash', String(next + 1))));
+    rmSync(vol(s1, 't2.txt'));
   });
 
   it('hard-deletes with a truthy permanent flag and trashes with a falsy one', async () => {
@@ -386,6 +461,106 @@ describe('panel trash bin', () => {
     assert.equal(stranger.status, 404, 'a server the user has no access to');
   });
 
+  describe('the trash folder on the core file routes', () => {
+    let n: number;
+    // Each client file route with each spelling of a path under .trash: slashes doubled, `.` and
+    // `..` components, no leading slash, every character percent-encoded.
+    const pct = (p: string): string => [...p].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).join('');
+    const trashRoutes = (key: string): [string, () => Promise<Response>][] => {
+      const calls: [string, () => Promise<Response>][] = [];
+      const folders = [`/.trash/${n}`, `.trash/${n}`, `//.trash//${n}/`, `/./.trash/./${n}`, `/docs/../.trash/${n}`];
+      for (const dir of folders) {
+        const file = `${dir}/secret.txt`;
+        calls.push(
+          [`list ${dir}`, () => panel.api(key, 'GET', `${files(s1)}/list?directory=${encodeURIComponent(dir)}`)],
+          [`contents ${file}`, () => panel.api(key, 'GET', `${files(s1)}/contents?file=${encodeURIComponent(file)}`)],
+          [`write ${file}`, () => panel.api(key, 'POST', `${files(s1)}/write?file=${encodeURIComponent(file)}`, 'overwritten', { 'content-type': 'text/plain' })],
+          [`rename ${file}`, () => panel.api(key, 'PUT', `${files(s1)}/rename`, { root: '/', files: [{ from: file, to: 'stolen.txt' }] })],
+          [`create-folder ${dir}`, () => panel.api(key, 'POST', `${files(s1)}/create-folder`, { root: dir, name: 'made' })],
+          [`delete ${file}`, () => del(key, s1, { root: '/', files: [file], permanent: true })],
+        );
+      }
+      calls.push(
+        ['list percent-encoded', () => panel.api(key, 'GET', `${files(s1)}/list?directory=${pct(`/.trash/${n}`)}`)],
+        ['contents percent-encoded', () => panel.api(key, 'GET', `${files(s1)}/contents?file=${pct(`/.trash/${n}/secret.txt`)}`)],
+        ['write percent-encoded', () => panel.api(key, 'POST', `${files(s1)}/write?file=${pct(`/.trash/${n}/secret.txt`)}`, 'overwritten', { 'content-type': 'text/plain' })],
+        ['list the trash', () => panel.api(key, 'GET', `${files(s1)}/list?directory=${encodeURIComponent('//.trash/.')}`)],
+        ['rename into the trash', () => panel.api(key, 'PUT', `${files(s1)}/rename`, { root: '/', files: [{ from: 'mine.txt', to: '.trash/mine.txt' }] })],
+        ['rename out of the trash root', () => panel.api(key, 'PUT', `${files(s1)}/rename`, { root: '/.trash', files: [{ from: String(n), to: '../stolen' }] })],
+        ['rename the trash folder', () => panel.api(key, 'PUT', `${files(s1)}/rename`, { root: '/', files: [{ from: './.trash', to: 'bin' }] })],
+        ['create-folder by name', () => panel.api(key, 'POST', `${files(s1)}/create-folder`, { root: '/docs/..', name: '.trash/made' })],
+        ['delete trash ids', () => del(key, s1, { root: '/.trash', files: [String(n)] })],
+        ['delete relative to another folder', () => del(key, s1, { root: '/docs', files: [`../.trash/${n}`], permanent: true })],
+      );
+      return calls;
+    };
+    const untouched = (): void => {
+      assert.equal(readFileSync(vol(s1, '.trash', String(n), 'secret.txt'), 'utf8'), 'classified');
+      assert.ok(records(s1).some((r) => r.id === n));
+      for (const p of ['stolen.txt', 'stolen', 'bin', '.trash/mine.txt', `.trash/${n}/made`, '.trash/made']) assert.ok(!existsSync(vol(s1, p)), p);
+      assert.ok(existsSync(vol(s1, 'mine.txt')));
+    };
+
+    before(async () => {
+      mkdirSync(vol(s1, 'docs'));
+      writeFileSync(vol(s1, 'docs', 'secret.txt'), 'classified');
+      writeFileSync(vol(s1, 'mine.txt'), 'mine');
+      assert.equal((await del(owner, s1, { root: '/', files: ['docs'] })).status, 204);
+      n = records(s1).find((r) => r.path === 'docs')?.id ?? 0;
+    });
+
+    it('answers 403 on every route and spelling to a subuser without trashbin.access, protect_trash_dir on or off', async () => {
+      for (const protect of [true, false]) {
+        await saveSettings({ protect_trash_dir: protect });
+        for (const [label, request] of trashRoutes(peeker)) {
+          const r = await request();
+          assert.equal(r.status, 403, `${label} (protect ${protect}): ${r.text}`);
+          assert.equal(firstError(r)?.code, 'AccessDeniedHttpException', label);
+          assert.match(firstError(r)?.detail ?? '', /trashbin\.access/, label);
+        }
+        untouched();
+      }
+      await saveSettings({ protect_trash_dir: true });
+      // The same subuser keeps every other folder, and `.TRASH` is another folder on a case-sensitive volume.
+      assert.equal((await panel.api(peeker, 'POST', `${files(s1)}/write?file=/.TRASH/note.txt`, 'n', { 'content-type': 'text/plain' })).status, 204);
+      assert.equal((await panel.api(peeker, 'GET', `${files(s1)}/contents?file=/.TRASH/note.txt`)).text, 'n');
+      assert.equal((await panel.api(peeker, 'GET', `${files(s1)}/contents?file=/mine.txt`)).text, 'mine');
+      assert.equal((await del(peeker, s1, { root: '/', files: ['.TRASH'], permanent: true })).status, 204);
+    });
+
+    it('lets a subuser with trashbin.access and the owner read there, and change there only while protect_trash_dir is off', async () => {
+      for (const key of [curator, owner]) {
+        const listing = await panel.api(key, 'GET', `${files(s1)}/list?directory=${encodeURIComponent(`//.trash/${n}/`)}`);
+        assert.equal(listing.status, 200, listing.text);
+        assert.deepEqual((listing.body as { data: Item[] }).data.map((f) => f.attributes.name), ['secret.txt'], 'a trashed folder lists from the volume');
+        assert.equal((await panel.api(key, 'GET', `${files(s1)}/contents?file=${pct(`/.trash/${n}/secret.txt`)}`)).text, 'classified');
+        assert.ok((await trashList(key, s1)).some((e) => e.attributes.trash_id === n));
+      }
+      // protect_trash_dir on: the routes that change refuse as before, to holders of trashbin.access too.
+      const changes = trashRoutes(curator).filter(([label]) => !label.startsWith('list') && !label.startsWith('contents') && label !== 'delete trash ids');
+      for (const [label, request] of changes) {
+        const r = await request();
+        assert.equal(r.status, 400, `${label}: ${r.text}`);
+        assert.equal(firstError(r)?.code, 'DisplayException', label);
+      }
+      untouched();
+
+      await saveSettings({ protect_trash_dir: false });
+      const inside = `/.trash/${n}`;
+      assert.equal((await panel.api(curator, 'POST', `${files(s1)}/write?file=${encodeURIComponent(`${inside}/added.txt`)}`, 'added', { 'content-type': 'text/plain' })).status, 204);
+      assert.equal((await panel.api(curator, 'PUT', `${files(s1)}/rename`, { root: inside, files: [{ from: 'added.txt', to: 'moved.txt' }] })).status, 204);
+      assert.equal((await panel.api(curator, 'POST', `${files(s1)}/create-folder`, { root: inside, name: 'made' })).status, 204);
+      assert.equal((await del(curator, s1, { root: inside, files: ['moved.txt'], permanent: true })).status, 204);
+      assert.deepEqual(readdirSync(vol(s1, '.trash', String(n))).sort(), ['made', 'secret.txt']);
+      await saveSettings({ protect_trash_dir: true });
+
+      assert.equal((await panel.api(curator, 'POST', `${files(s1)}/restore`, { files: [n] })).status, 204);
+      assert.equal(readFileSync(vol(s1, 'docs', 'secret.txt'), 'utf8'), 'classified');
+      assert.ok(existsSync(vol(s1, 'docs', 'made')));
+      assert.equal((await del(owner, s1, { root: '/', files: ['docs', 'mine.txt'], permanent: true })).status, 204);
+    });
+  });
+
   it('limits restore and empty to 10 requests a minute', async () => {
     for (const path of ['restore', 'trash/empty']) {
       const body = path === 'restore' ? { files: [999_999] } : undefined;
@@ -410,6 +585,33 @@ describe('panel trash bin', () => {
     assert.deepEqual(await trashList(owner, s2), []);
     for (const id of ids) assert.ok(!existsSync(vol(s2, '.trash', String(id))));
     assert.ok(events(s2, 'server:trashbin.empty').length >= 1);
+  });
+
+  it('removes orphan items without a record on delete by id and on empty, and keeps them their retention in the purge', async () => {
+    // Named like entries, with no record: the reverse of a ghost (a crash, a database restored from a backup).
+    mkdirSync(vol(s2, '.trash', '900002'), { recursive: true });
+    writeFileSync(vol(s2, '.trash', '900001'), 'orphan one');
+    writeFileSync(vol(s2, '.trash', '900002', 'inner.txt'), 'orphan two');
+    writeFileSync(vol(s2, '.trash', 'notes.txt'), 'never an entry');
+    writeFileSync(vol(s2, 'kept.txt'), 'k');
+    await del(owner, s2, { root: '/', files: ['kept.txt'] });
+    const kept = records(s2)[0]?.id ?? 0;
+
+    // Moved in just now: the purge keeps an orphan for its retention, like an entry.
+    assert.equal((await web.post('/admin/trashbin/purge-now')).status, 303);
+    assert.ok(existsSync(vol(s2, '.trash', '900001')) && existsSync(vol(s2, '.trash', '900002')));
+    assert.deepEqual(records(s2).map((r) => r.id), [kept]);
+
+    assert.equal((await del(owner, s2, { root: '/.trash', files: ['900001'] })).status, 204);
+    assert.ok(!existsSync(vol(s2, '.trash', '900001')));
+    assert.ok(existsSync(vol(s2, '.trash', '900002')) && existsSync(vol(s2, '.trash', String(kept))));
+    assert.deepEqual(lastEvent(s2, 'server:trashbin.delete'), { ids: [], files: [], orphans: [900001] });
+
+    assert.equal((await panel.api(owner, 'POST', `${files(s2)}/trash/empty`)).status, 204);
+    assert.deepEqual(records(s2), []);
+    assert.deepEqual(readdirSync(vol(s2, '.trash')), ['notes.txt'], 'a name the trash bin never gives stays');
+    assert.deepEqual(lastEvent(s2, 'server:trashbin.empty'), { count: 1, bytes: 1, orphans: [900002] });
+    rmSync(vol(s2, '.trash', 'notes.txt'));
   });
 
   it('purges only entries past their effective retention, clamped to at least an hour', async () => {

@@ -1,9 +1,9 @@
 /**
- * The trash bin in the client API (spec/2 §4.1): the file manager's delete, list and change hooks
- * (delete into the trash, `/.trash` answered from the records, the trash folder guarded), and the
- * routes `files/restore`, `files/trash-quota` and `files/trash/empty` inside the client API scope,
- * behind its key authentication and server checks. Restore and empty take 10 requests a minute
- * each, per user and server.
+ * The trash bin in the client API (spec/2 §4.1): the file manager's path, list and delete hooks
+ * (the trash folder guarded on every file route, `/.trash` answered from the records, delete into
+ * the trash), and the routes `files/restore`, `files/trash-quota` and `files/trash/empty` inside
+ * the client API scope, behind its key authentication and server checks. Restore and empty take
+ * 10 requests a minute each, per user and server.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../../../src/core/app-error.ts';
@@ -13,13 +13,12 @@ import { volumePath, type ClientApiKit } from '../../http/client-api.ts';
 import { requirePermission } from '../../services/server-access.ts';
 import { createValidator, validationError } from '../../services/validation.ts';
 import { createLoginThrottle } from '../../web/login-throttle.ts';
-import { isTrashPath, TRASH_DIR, TRASH_ROOT, truthy } from './rules.ts';
+import { isTrashPath, TRASH_DIR, TRASH_ID, TRASH_ROOT, truthy } from './rules.ts';
 import { displayError, type TrashService } from './service.ts';
 
 /** The permission a subuser needs to see or manage the trash (deleting into it needs only file.delete). */
 export const TRASH_PERMISSION = 'trashbin.access';
 const PER_MINUTE = 10;
-const ID_TEXT = /^[1-9]\d{0,15}$/;
 
 const validateRestore = createValidator<{ files: number[] }>({
   required: ['files'],
@@ -30,11 +29,18 @@ const trashDirRefused = (): AppError => displayError('The trash folder is manage
 
 /** Attaches the file manager hooks; runs once at attach. */
 export function attachFileHooks(ctx: PanelContext, service: TrashService): void {
-  (ctx.hooks.fileList ??= []).push(async (call, directory) => {
-    if (volumePath('/', directory) !== TRASH_DIR) return undefined;
+  // Every file route, whatever the spelling of its paths (the core normalises them): the trash
+  // folder and what is in it need trashbin.access (spec/2 §1: subusers need it to see or manage
+  // the trash), and changes there are refused while protect_trash_dir is on. Deletes are judged
+  // by the delete hook below, which knows the `/.trash` root's ids. The list and delete hooks run
+  // only after this one passed, so they need no permission check of their own.
+  (ctx.hooks.filePaths ??= []).push(async (call, paths, use) => {
+    if (!paths.some(isTrashPath)) return;
     requirePermission(call.access, TRASH_PERMISSION);
-    return service.list(call.access.server);
+    if (use === 'change' && (await service.settings()).protect_trash_dir) throw trashDirRefused();
   });
+
+  (ctx.hooks.fileList ??= []).push(async (call, directory) => (directory === TRASH_DIR ? await service.list(call.access.server) : undefined));
 
   (ctx.hooks.fileDelete ??= []).push(async (call, root, files, body) => {
     const s = await service.settings();
@@ -42,7 +48,7 @@ export function attachFileHooks(ctx: PanelContext, service: TrashService): void 
       throw validationError([{ field: 'files', rule: 'max', detail: `the files field must not have more than ${s.max_files_per_delete} items` }]);
     }
     if (root.replace(/\/+$/, '') === TRASH_ROOT) {
-      requirePermission(call.access, TRASH_PERMISSION);
+      // Each valid id names `.trash/{id}`, which the path hook has already checked for trashbin.access.
       await service.remove(call, trashIds(files));
       return true;
     }
@@ -56,15 +62,11 @@ export function attachFileHooks(ctx: PanelContext, service: TrashService): void 
     if (inTrash && s.protect_trash_dir) throw trashDirRefused();
     return false;
   });
-
-  (ctx.hooks.fileChange ??= []).push(async (_call, paths) => {
-    if (paths.some(isTrashPath) && (await service.settings()).protect_trash_dir) throw trashDirRefused();
-  });
 }
 
 /** The ids of a `/.trash` delete: strings holding positive integers, else 422 naming each bad one. */
 function trashIds(files: readonly string[]): number[] {
-  const bad = files.flatMap((f, i) => (ID_TEXT.test(f) ? [] : [{ field: `files.${i}`, rule: 'integer', detail: `the files.${i} field must be a trash id` }]));
+  const bad = files.flatMap((f, i) => (TRASH_ID.test(f) ? [] : [{ field: `files.${i}`, rule: 'integer', detail: `the files.${i} field must be a trash id` }]));
   if (bad.length > 0) throw validationError(bad);
   return files.map(Number);
 }

@@ -9,6 +9,8 @@ import type { TrashSettings } from './settings.ts';
 export const TRASH_DIR = '.trash';
 /** The `root` of a delete that removes trash entries by id. */
 export const TRASH_ROOT = '/.trash';
+/** A trash id as text: the name of an item in the trash folder, and a `/.trash` delete's file. */
+export const TRASH_ID = /^[1-9]\d{0,15}$/;
 
 /** An override's values (server or egg); null inherits. */
 export interface OverrideValues {

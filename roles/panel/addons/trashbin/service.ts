@@ -5,12 +5,18 @@
  * under `panel serve`, or at once from the admin page). Settings are read through a 300 s cache
  * that admin writes clear at once. Every file operation goes through the panel's volume files,
  * so the trash stays confined to the server's volume like any other path.
+ *
+ * A record and its item can part: a record whose item is gone, one pointing into the trash
+ * folder itself (a ghost, spec/2 §3.1), or an item named like an entry with no record (an
+ * orphan: a crash between two steps, a database restored from a backup). Restore, delete, empty
+ * and the purge remove whichever side is left, and say what they removed in their activity
+ * entries and in the panel's log.
  */
 import { AppError } from '../../../../src/core/app-error.ts';
 import type { FileCall, PanelContext } from '../../context.ts';
 import type { ServerRow } from '../../store/records.ts';
 import { createVolumeFiles, rfc3339, type Measured } from '../../volume-files.ts';
-import { effectiveValues, isTrashPath, restoredName, TRASH_DIR, TRASH_ROOT, type Effective } from './rules.ts';
+import { effectiveValues, isTrashPath, restoredName, TRASH_DIR, TRASH_ID, TRASH_ROOT, type Effective } from './rules.ts';
 import { TRASH_DEFAULTS, type TrashSettings } from './settings.ts';
 import type { TrashEntry, TrashStore } from './store.ts';
 
@@ -40,12 +46,17 @@ export interface TrashService {
   list(server: ServerRow): Promise<Record<string, unknown>[]>;
   /** Moves the paths (volume-relative) into the trash; 409 on quota, nothing moved. Missing paths are skipped. */
   trash(call: FileCall, paths: readonly string[]): Promise<void>;
-  /** Removes entries of the call's server by id, for good; unknown ids are skipped. */
+  /** Removes entries of the call's server by id, for good, and orphan items named by the ids; other ids are skipped. */
   remove(call: FileCall, ids: readonly number[]): Promise<void>;
+  /**
+   * Restores entries of the call's server in id order; other ids are skipped, ghosts and entries
+   * whose item is gone are removed. Stops at the first failure with an error naming that entry,
+   * what was restored before it and what was not tried; what was done is logged either way.
+   */
   restore(call: FileCall, ids: readonly number[]): Promise<void>;
-  /** Removes every entry of the call's server, whatever its age. */
+  /** Removes every entry and orphan item of the call's server, whatever its age. */
   empty(call: FileCall): Promise<void>;
-  /** Removes the entries past their effective retention, in chunks; resolves to how many. */
+  /** Removes the entries and orphan items past their effective retention, in chunks; resolves to how many. */
   purge(): Promise<number>;
   start(): void;
   stop(): Promise<void>;
@@ -72,6 +83,22 @@ export function entryAttributes(e: TrashEntry): Record<string, unknown> {
     created_at: at,
     modified_at: at,
   };
+}
+
+/**
+ * The error of a restore that stopped at entry `e`: what failed and why, what was restored before
+ * it and what was not tried, with the failure's own status and code (409 every name taken, 507 the
+ * disk full, ...); an unexpected error's text stays in the panel's log.
+ */
+function restoreFailed(e: TrashEntry, err: unknown, restored: readonly number[], untried: readonly number[]): AppError {
+  const known = err instanceof AppError ? err : undefined;
+  const parts = [`Restoring trash entry ${e.id} (/${e.path}) failed: ${known?.message ?? 'unexpected error'}.`];
+  parts.push(restored.length > 0 ? `Restored before it: ${restored.join(', ')}.` : 'Nothing was restored before it.');
+  if (untried.length > 0) parts.push(`Not tried, still in the trash: ${untried.join(', ')}.`);
+  return new AppError(known?.code ?? 'ERR_INTERNAL', parts.join(' '), {
+    status: known?.status ?? 500,
+    cause: { meta: { trash_id: e.id, restored, not_tried: untried } },
+  });
 }
 
 // Drops repeats and paths inside another listed path (moving the folder moves them), so nothing is counted twice.
@@ -121,25 +148,63 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
     await store.removeEntries(entries.map((e) => e.id));
   }
 
-  async function purgeServer(server: ServerRow, batch: number): Promise<number> {
-    const before = new Date(now() - (await effective(server)).retentionHours * 3_600_000).toISOString();
-    let removed = 0;
-    for (;;) {
-      const chunk = await store.expired(server.id, before, batch);
-      await removeItems(server, chunk);
-      removed += chunk.length;
-      if (chunk.length < batch) break;
+  // The ids of the orphan items in the server's trash folder: named like an entry, without a
+  // record of this server, so nothing lists, restores or counts them. The folder is read before the
+  // records, and a trash writes its record before it moves the item, so an item being trashed
+  // meanwhile is never taken for one. Other names were never the trash bin's and stay; a volume
+  // without a trash folder (none here, or a file by that name) holds none.
+  async function orphans(server: ServerRow): Promise<number[]> {
+    let names: string[];
+    try {
+      names = (await files.list(server.uuid, TRASH_ROOT)).map((f) => f.attributes.name);
+    } catch (err) {
+      if (err instanceof AppError && (err.code === 'ERR_NOT_FOUND' || err.code === 'ERR_BAD_PATH')) return [];
+      throw err;
     }
-    if (removed > 0) await log('purge', server, undefined, { count: removed });
-    return removed;
+    const recorded = new Set((await store.entries(server.id)).map((e) => String(e.id)));
+    return names.filter((n) => TRASH_ID.test(n) && !recorded.has(n)).map(Number);
+  }
+
+  // Deletes the orphan items that `wanted` picks; resolves to their ids.
+  async function sweep(server: ServerRow, wanted: (id: number) => boolean | Promise<boolean>): Promise<number[]> {
+    const ids: number[] = [];
+    for (const id of await orphans(server)) if (await wanted(id)) ids.push(id);
+    if (ids.length === 0) return ids;
+    await files.delete(server.uuid, TRASH_ROOT, ids.map(String));
+    ctx.logger.warn({ server: server.uuid, ids }, 'removed trash items that had no record');
+    return ids;
+  }
+
+  async function purgeServer(server: ServerRow, batch: number): Promise<number> {
+    const cutoff = now() - (await effective(server)).retentionHours * 3_600_000;
+    const before = new Date(cutoff).toISOString();
+    let removed = 0;
+    let orphaned: number[] = [];
+    try {
+      for (;;) {
+        const chunk = await store.expired(server.id, before, batch);
+        await removeItems(server, chunk);
+        removed += chunk.length;
+        if (chunk.length < batch) break;
+      }
+      // An orphan has no deletion time; its last status change (set by the move into the trash)
+      // is no earlier, so it too stays at least its retention.
+      orphaned = await sweep(server, async (id) => {
+        const m = await files.measure(server.uuid, `${TRASH_DIR}/${id}`);
+        return m !== null && m.changed_ms < cutoff;
+      });
+    } finally {
+      // Logged even when a later chunk or the sweep fails: what was removed is gone.
+      if (removed > 0 || orphaned.length > 0) await log('purge', server, undefined, { count: removed, ...(orphaned.length > 0 ? { orphans: orphaned } : {}) });
+    }
+    return removed + orphaned.length;
   }
 
   async function purge(): Promise<number> {
     const batch = Math.max(MIN_PURGE_BATCH, (await settings()).purge_batch_size);
     let removed = 0;
-    for (const id of await store.serversWithEntries()) {
-      const server = await ctx.store.servers.find(id);
-      if (server === undefined) continue;
+    // Every server, not only those with records: orphans have none.
+    for (const server of await ctx.store.servers.all()) {
       try {
         removed += await purgeServer(server, batch);
       } catch (err) {
@@ -228,40 +293,80 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
       }
       const at = new Date(now()).toISOString();
       const moved: TrashEntry[] = [];
-      for (const [p, m] of measured) {
-        const entry = await trashOne(call, p, m, at);
-        if (entry !== undefined) moved.push(entry);
+      try {
+        for (const [p, m] of measured) {
+          const entry = await trashOne(call, p, m, at);
+          if (entry !== undefined) moved.push(entry);
+        }
+      } finally {
+        // Logged even when a later item fails: what moved stays in the trash.
+        if (moved.length > 0) await log('trash', server, call, { files: moved.map((e) => e.path), ids: moved.map((e) => e.id), bytes: moved.reduce((n, e) => n + e.size, 0) });
       }
-      if (moved.length > 0) await log('trash', server, call, { files: moved.map((e) => e.path), ids: moved.map((e) => e.id), bytes: moved.reduce((n, e) => n + e.size, 0) });
     },
 
     async remove(call, ids) {
       const server = call.access.server;
       const entries = await store.entriesByIds(server.id, ids);
       await removeItems(server, entries);
-      if (entries.length > 0) await log('delete', server, call, { ids: entries.map((e) => e.id), files: entries.map((e) => e.path) });
+      const recorded = new Set(entries.map((e) => e.id));
+      const unrecorded = new Set(ids.filter((id) => !recorded.has(id)));
+      const orphaned = unrecorded.size > 0 ? await sweep(server, (id) => unrecorded.has(id)) : [];
+      if (entries.length > 0 || orphaned.length > 0) {
+        await log('delete', server, call, { ids: entries.map((e) => e.id), files: entries.map((e) => e.path), ...(orphaned.length > 0 ? { orphans: orphaned } : {}) });
+      }
     },
 
     async restore(call, ids) {
       const server = call.access.server;
+      const entries = await store.entriesByIds(server.id, ids);
       const restored: { id: number; file: string; to: string }[] = [];
-      const skipped: number[] = [];
-      for (const e of await store.entriesByIds(server.id, ids)) {
-        // A record pointing into the trash folder itself can never be restored: a ghost.
-        const to = isTrashPath(e.path) ? null : await restoreOne(server, e);
-        await store.removeEntries([e.id]);
-        if (to === null) skipped.push(e.id);
-        else restored.push({ id: e.id, file: e.path, to });
+      const skipped: { id: number; file: string; reason: 'ghost' | 'missing' }[] = [];
+      let failure: { error: AppError; log: Record<string, unknown> } | undefined;
+      for (const [i, e] of entries.entries()) {
+        try {
+          if (isTrashPath(e.path)) {
+            // A record pointing into the trash folder itself can never be restored (a ghost): it goes, with its item.
+            await removeItems(server, [e]);
+            skipped.push({ id: e.id, file: e.path, reason: 'ghost' });
+            continue;
+          }
+          const to = await restoreOne(server, e);
+          // Noted before the record goes: the item is back even if removing the record fails.
+          if (to === null) skipped.push({ id: e.id, file: e.path, reason: 'missing' });
+          else restored.push({ id: e.id, file: e.path, to });
+          await store.removeEntries([e.id]);
+        } catch (err) {
+          if (!(err instanceof AppError) || err.status >= 500) ctx.logger.error({ err, server: server.uuid, trash_id: e.id }, 'restoring a trash entry failed');
+          const error = restoreFailed(e, err, restored.map((r) => r.id), entries.slice(i + 1).map((x) => x.id));
+          failure = { error, log: { id: e.id, file: e.path, error: error.message } };
+          break;
+        }
       }
-      if (restored.length > 0 || skipped.length > 0) await log('restore', server, call, { restored, skipped });
+      // Written whatever happened after: every restore that moved a file is in the activity log.
+      if (restored.length > 0 || skipped.length > 0 || failure !== undefined) {
+        await log('restore', server, call, { restored, skipped, ...(failure !== undefined ? { failed: failure.log } : {}) });
+      }
+      if (skipped.length > 0) ctx.logger.warn({ server: server.uuid, skipped }, 'removed trash entries that had no restorable item');
+      if (failure !== undefined) throw failure.error;
     },
 
     async empty(call) {
       const server = call.access.server;
       const entries = await store.entries(server.id);
       const batch = Math.max(MIN_PURGE_BATCH, (await settings()).purge_batch_size);
-      for (let i = 0; i < entries.length; i += batch) await removeItems(server, entries.slice(i, i + batch));
-      await log('empty', server, call, { count: entries.length, bytes: entries.reduce((n, e) => n + e.size, 0) });
+      const removed: TrashEntry[] = [];
+      let orphaned: number[] = [];
+      try {
+        for (let i = 0; i < entries.length; i += batch) {
+          const chunk = entries.slice(i, i + batch);
+          await removeItems(server, chunk);
+          removed.push(...chunk);
+        }
+        orphaned = await sweep(server, () => true);
+      } finally {
+        // Logged even when a later chunk or the sweep fails: what was removed is gone.
+        await log('empty', server, call, { count: removed.length, bytes: removed.reduce((n, e) => n + e.size, 0), ...(orphaned.length > 0 ? { orphans: orphaned } : {}) });
+      }
     },
 
     purge,

@@ -46,8 +46,6 @@ export interface TrashStoreSync {
   expired(serverId: number, before: string, limit: number): TrashEntry[];
   removeEntries(ids: readonly number[]): number;
   usage(serverId: number): TrashUsage;
-  /** Servers holding at least one entry. */
-  serversWithEntries(): number[];
   /** Every server's trash together. */
   fleet(): TrashUsage & { servers: number };
   /** The `limit` servers with the most bytes in their trash. */
@@ -77,7 +75,6 @@ function createSqliteTrashStore(database: Database): TrashStoreSync {
   const expiredEntries = db.prepare('SELECT * FROM trashbin_entries WHERE server_id = ? AND deleted_at < ? ORDER BY deleted_at, id LIMIT ?');
   const deleteEntry = db.prepare('DELETE FROM trashbin_entries WHERE id = ?');
   const serverUsage = db.prepare('SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM trashbin_entries WHERE server_id = ?');
-  const withEntries = db.prepare('SELECT DISTINCT server_id FROM trashbin_entries ORDER BY server_id');
   const fleetUsage = db.prepare('SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes, COUNT(DISTINCT server_id) AS servers FROM trashbin_entries');
   const top = db.prepare('SELECT server_id, COUNT(*) AS entries, SUM(size) AS bytes FROM trashbin_entries GROUP BY server_id ORDER BY bytes DESC, server_id LIMIT ?');
   const serverOverride = db.prepare('SELECT max_bytes, retention_hours FROM trashbin_server_overrides WHERE server_id = ?');
@@ -101,7 +98,6 @@ function createSqliteTrashStore(database: Database): TrashStoreSync {
     expired: (serverId, before, limit) => expiredEntries.all(serverId, before, limit) as unknown as TrashEntry[],
     removeEntries: (ids) => database.transaction(() => ids.reduce((n, id) => n + Number(deleteEntry.run(id).changes), 0)),
     usage: (serverId) => serverUsage.get(serverId) as unknown as TrashUsage,
-    serversWithEntries: () => (withEntries.all() as { server_id: number }[]).map((r) => r.server_id),
     fleet: () => fleetUsage.get() as unknown as TrashUsage & { servers: number },
     topServers: (limit) => top.all(limit) as unknown as (TrashUsage & { server_id: number })[],
     serverOverride: (serverId) => serverOverride.get(serverId) as OverrideValues | undefined,
