@@ -256,13 +256,18 @@ test('the retry pass and live deliveries share the chat_a pace of one webhook', 
   assert.deepEqual(r.received.map((q) => q.problems), [[], []]);
 });
 
-test('a Retry-After beyond 60 s on a stored destination defers the delivery to the outbox at once, and the retry pass honours it', async () => {
+/** A generic endpoint `ep` with an outbox whose first answer is a 429 asking for 120 s. */
+async function heldEndpoint(): Promise<{ r: Receiver; store: BandwidthdStore; config: BandwidthdConfig; x: Notifier }> {
   const r = await receiver('generic');
   r.script = [429];
   r.retryAfter = 120;
   const store = memStore();
   const config = configOf({ webhook: { enabled: true, max_retries: 3, backoff_base: '100ms', endpoints: [endpoint('ep', r.url)] }, notifications: { batch_window: '10ms' } });
-  const x = notifierOf(config, { store });
+  return { r, store, config, x: notifierOf(config, { store }) };
+}
+
+test('a Retry-After beyond 60 s on a stored destination defers the delivery to the outbox at once, and the retry pass honours it', async () => {
+  const { r, store, x } = await heldEndpoint();
   const t0 = Date.now();
   x.notify('error', 'slow down');
   await x.idle();
@@ -276,12 +281,7 @@ test('a Retry-After beyond 60 s on a stored destination defers the delivery to t
 });
 
 test('a 429 met by the retry pass holds live deliveries to the same destination', async () => {
-  const r = await receiver('generic');
-  r.script = [429];
-  r.retryAfter = 120;
-  const store = memStore();
-  const config = configOf({ webhook: { enabled: true, max_retries: 3, backoff_base: '100ms', endpoints: [endpoint('ep', r.url)] }, notifications: { batch_window: '10ms' } });
-  const x = notifierOf(config, { store });
+  const { r, store, config, x } = await heldEndpoint();
   storeFor(store, config, 'ep', 'stored');
   assert.deepEqual(await x.retryStored(), { delivered: 0, left: 1 });
   assert.equal(store.outbox('ep', 10)[0]?.attempts, 1);
