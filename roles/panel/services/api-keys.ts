@@ -44,8 +44,10 @@ export async function createApiKey(ctx: PanelContext, userId: number, type: KeyT
  * The user behind a bearer key of the given type, or undefined for a wrong, revoked or
  * wrong-type key and for a source IP outside the key's allow-list. Stamps last_used_at, at most
  * once a minute per key: a busy API client would otherwise cost a database write per request.
+ * An application key whose owner is no longer a root admin is refused too, unless `anyOwner`
+ * (for a caller that answers that case itself, like the operations API's 403).
  */
-export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: string, ip: string): Promise<{ user: UserRow; key: ApiKeyRow } | undefined> {
+export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: string, ip: string, opts: { anyOwner?: boolean } = {}): Promise<{ user: UserRow; key: ApiKeyRow } | undefined> {
   const prefix = PREFIX[type];
   if (!bearer.startsWith(prefix) || bearer.length !== prefix.length + 48) return undefined;
   const key = await ctx.store.apiKeys.findBy({ identifier: bearer.slice(prefix.length, prefix.length + 16), key_type: type });
@@ -54,7 +56,7 @@ export async function authenticateKey(ctx: PanelContext, type: KeyType, bearer: 
   // A good key from an address it is not allowed from is refused as Pterodactyl does (403).
   if (allowed.length > 0 && !createIpMatcher(allowed)(plainIp(ip))) throw new AppError('ERR_FORBIDDEN', `This IP address (${plainIp(ip)}) does not have permission to access the API using these credentials.`, { status: 403 });
   const user = await ctx.store.users.find(key.user_id);
-  if (user === undefined || (type === 'application' && user.root_admin !== 1)) return undefined;
+  if (user === undefined || (type === 'application' && user.root_admin !== 1 && opts.anyOwner !== true)) return undefined;
   if (key.last_used_at === null || Date.now() - Date.parse(key.last_used_at) >= LAST_USED_EVERY_MS) await ctx.store.apiKeys.update(key.id, { last_used_at: now() });
   return { user, key };
 }

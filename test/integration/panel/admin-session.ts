@@ -21,6 +21,11 @@ export interface AdminSession {
   post(path: string, form?: Record<string, string>): Promise<WebResponse>;
   /** GET of an admin JSON endpoint; throws unless it answers 200. */
   json<T>(path: string): Promise<T>;
+  /**
+   * A request of a page script: `Accept: application/json`, a JSON body (when given) and the
+   * current CSRF token in `x-csrf-token`; `body` is the parsed reply (or its text).
+   */
+  request(method: string, path: string, json?: unknown): Promise<WebResponse & { body: unknown }>;
 }
 
 /** The hidden `_csrf` value of a page's forms, if it has one. */
@@ -37,15 +42,15 @@ export async function adminSession(baseUrl: string, username: string, password: 
   const jar = new Map<string, string>();
   let csrf = '';
 
-  async function send(method: 'GET' | 'POST', path: string, form?: Record<string, string>, accept = 'text/html'): Promise<WebResponse> {
-    const body = form === undefined ? undefined : new URLSearchParams({ _csrf: csrf, ...form }).toString();
+  async function send(method: string, path: string, form?: Record<string, string>, accept = 'text/html', json?: unknown): Promise<WebResponse> {
+    const body = json !== undefined ? JSON.stringify(json) : form === undefined ? undefined : new URLSearchParams({ _csrf: csrf, ...form }).toString();
     const res = await fetch(`${baseUrl}${path}`, {
       method,
       redirect: 'manual',
       headers: {
         accept,
         cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
-        ...(body === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
+        ...(json !== undefined ? { 'content-type': 'application/json', 'x-csrf-token': csrf } : body === undefined ? (method === 'GET' ? {} : { 'x-csrf-token': csrf }) : { 'content-type': 'application/x-www-form-urlencoded' }),
       },
       ...(body === undefined ? {} : { body }),
     });
@@ -96,6 +101,16 @@ export async function adminSession(baseUrl: string, username: string, password: 
     async json<T>(path: string): Promise<T> {
       const r = expect(await send('GET', path, undefined, 'application/json'), 200, `GET ${path}`);
       return JSON.parse(r.text) as T;
+    },
+    async request(method, path, json) {
+      const r = await send(method, path, undefined, 'application/json', json);
+      let body: unknown = r.text;
+      try {
+        body = JSON.parse(r.text);
+      } catch {
+        // an empty redirect or an HTML page
+      }
+      return { ...r, body };
     },
   };
 }

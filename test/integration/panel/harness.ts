@@ -31,6 +31,8 @@ export interface TestPanelOptions {
   mail?: { host: string; port: number };
   /** More top-level config lines (YAML). */
   extra?: string;
+  /** More environment variables of the panel process (e.g. OPS_BULK_SYNC). */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** Starts a panel and waits until it listens. */
@@ -42,7 +44,7 @@ export async function startPanel(opts: TestPanelOptions = {}): Promise<TestPanel
   const config = join(dir, 'panel.yaml');
   const mail = opts.mail === undefined ? '' : `mail:\n  host: 127.0.0.1\n  port: ${opts.mail.port}\n  from: panel@example.test\n`;
   writeFileSync(config, `listen: 127.0.0.1:${port}\nbase_url: ${url}\ndata_dir: ${join(dir, 'data')}\nvolumes_dir: ${volumesDir}\n${mail}${opts.extra ?? ''}logging:\n  console: true\n  level: info\n`);
-  const daemon = startHostkit(['panel', 'serve', '--config', config]);
+  const daemon = startHostkit(['panel', 'serve', '--config', config], opts.env === undefined ? {} : { env: opts.env });
   await daemon.waitFor(/panel listening/);
   const cli = (...args: string[]): RunResult => runHostkit(['panel', ...args, '--config', config]);
   const must = (r: RunResult): RunResult => {

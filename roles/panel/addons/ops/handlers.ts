@@ -1,0 +1,110 @@
+/**
+ * What the admin session routes (spec/2 §4.3) and the application API (§4.4) share: query
+ * parsing with the spec's limits (422 naming the parameter), request bodies that are JSON or an
+ * HTML form, the actor of a request, and the JSON answers both surfaces give.
+ */
+import type { FastifyRequest } from 'fastify';
+import { found } from '../../services/records.ts';
+import { validationError } from '../../services/validation.ts';
+import { formBody, inputOf, webSessionOf, type InputSpec } from '../../web/index.ts';
+import type { BulkRunner } from './bulk.ts';
+import { tagAttributes, type OpsService, type Who } from './service.ts';
+
+/** Longest search query (spec/2 §8). */
+export const MAX_QUERY = 100;
+
+/** The signed-in admin or the application key's user, and the address, for the audit log. */
+export function whoOf(req: FastifyRequest): Who {
+  return { actorId: webSessionOf(req)?.user.id ?? req.apiUser?.id ?? null, ip: req.ip };
+}
+
+/** Whether the request body is JSON (an API client or a page script) rather than an HTML form. */
+export function isJson(req: FastifyRequest): boolean {
+  return (req.headers['content-type'] ?? '').includes('application/json');
+}
+
+/** The body as service input: a JSON object as sent, a form converted by `spec`. */
+export function bodyOf(req: FastifyRequest, spec: InputSpec): Record<string, unknown> {
+  if (isJson(req)) return typeof req.body === 'object' && req.body !== null && !Array.isArray(req.body) ? (req.body as Record<string, unknown>) : {};
+  return inputOf(formBody(req.body), spec);
+}
+
+function query(req: FastifyRequest): Record<string, unknown> {
+  return req.query as Record<string, unknown>;
+}
+
+/** An integer query parameter in [min, max]; `fallback` when absent; 422 naming it otherwise. */
+export function intQuery(req: FastifyRequest, name: string, min: number, max: number, fallback: number): number;
+export function intQuery(req: FastifyRequest, name: string, min: number, max: number): number | undefined;
+export function intQuery(req: FastifyRequest, name: string, min: number, max: number, fallback?: number): number | undefined {
+  const v = query(req)[name];
+  if (v === undefined || v === '') return fallback;
+  const n = typeof v === 'string' && /^-?\d{1,15}$/.test(v) ? Number(v) : NaN;
+  if (!(n >= min && n <= max)) throw validationError([{ field: name, rule: 'between', detail: `the ${name} field must be an integer between ${min} and ${max}` }]);
+  return n;
+}
+
+/** A text query parameter of at most `max` characters ('' when absent unless required). */
+export function textQuery(req: FastifyRequest, name: string, max: number, required = false): string {
+  const v = query(req)[name];
+  const s = typeof v === 'string' ? v.trim() : '';
+  if (required && s === '') throw validationError([{ field: name, rule: 'required', detail: `the ${name} field is required` }]);
+  if (s.length > max) throw validationError([{ field: name, rule: 'max', detail: `the ${name} field must not be greater than ${max} characters` }]);
+  return s;
+}
+
+/** A boolean query parameter (true/1/on/yes or false/0/off/no); `fallback` when absent. */
+export function boolQuery(req: FastifyRequest, name: string, fallback: boolean): boolean {
+  const v = query(req)[name];
+  if (v === undefined || v === '') return fallback;
+  if (typeof v === 'string' && /^(1|true|on|yes)$/i.test(v)) return true;
+  if (typeof v === 'string' && /^(0|false|off|no)$/i.test(v)) return false;
+  throw validationError([{ field: name, rule: 'boolean', detail: `the ${name} field must be true or false` }]);
+}
+
+/** A numeric path parameter as a record id, 404 naming `what` otherwise. */
+export function pathId(req: FastifyRequest, key: string, what: string): number {
+  const v = (req.params as Record<string, string | undefined>)[key] ?? '';
+  if (!/^[1-9]\d{0,15}$/.test(v)) found(undefined, what);
+  return Number(v);
+}
+
+export const TAG_FORM: InputSpec = { textOrOmit: ['name', 'slug', 'color', 'icon'], bool: ['is_default'] };
+
+/** The JSON answers both surfaces give for the same request. */
+export function createHandlers(service: OpsService, bulk: BulkRunner) {
+  return {
+    async tagList(): Promise<Record<string, unknown>[]> {
+      return (await service.store.tags()).map(tagAttributes);
+    },
+    async templateList(req: FastifyRequest): Promise<Record<string, unknown>[]> {
+      const userId = whoOf(req).actorId;
+      const favorites = new Set(userId === null ? [] : await service.store.favoriteIds(userId));
+      return Promise.all((await service.store.templates()).map((t) => service.templateAttributes(t, favorites)));
+    },
+    async templateOne(req: FastifyRequest, id: number): Promise<Record<string, unknown>> {
+      const userId = whoOf(req).actorId;
+      const favorites = new Set(userId === null ? [] : await service.store.favoriteIds(userId));
+      return service.templateAttributes(found(await service.store.template(id), 'template'), favorites);
+    },
+    async bulkDispatch(req: FastifyRequest): Promise<{ uuid: string; total: number; status: string }> {
+      const job = await bulk.dispatch(req.body, whoOf(req));
+      return { uuid: job.uuid, total: job.total, status: job.status };
+    },
+    async bulkShow(req: FastifyRequest): Promise<Record<string, unknown>> {
+      const uuid = (req.params as Record<string, string | undefined>).uuid ?? '';
+      return bulk.attributes(found(/^[0-9a-f-]{36}$/.test(uuid) ? await service.store.job(uuid) : undefined, 'bulk job'));
+    },
+    async search(req: FastifyRequest): Promise<Record<string, unknown>> {
+      return service.search(textQuery(req, 'q', MAX_QUERY, true));
+    },
+    async nodeHealth(req: FastifyRequest): Promise<Record<string, unknown>> {
+      return service.nodeHealth(pathId(req, 'node', 'node'));
+    },
+    async nodeRecommendations(req: FastifyRequest): Promise<unknown[]> {
+      return service.recommendations(intQuery(req, 'memory_mb', 0, 1_000_000_000, 0));
+    },
+  };
+}
+
+export type Handlers = ReturnType<typeof createHandlers>;
