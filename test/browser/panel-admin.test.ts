@@ -129,6 +129,19 @@ test('admin web: 2FA enrolment, checkpoint, and the location/node/nest/egg/serve
   await submit(page, 'Save egg override');
   assert.match(await page.textContent('#trash-egg-overrides') ?? '', /Paper[\s\S]*512\.0 MiB/);
 
+  // Operations: its dashboard from the navigation, a tag made through the tag page's form, and
+  // the multi-create page with its naming pattern.
+  await page.click('nav a:has-text("Operations")');
+  assert.match(await page.textContent('h1') ?? '', /Operations/);
+  await page.click('#ops-links a:has-text("Tags")');
+  await page.fill('#f-new-name', 'EU West');
+  await page.fill('#f-new-color', '#1d5fbf');
+  await submit(page, 'Create tag');
+  assert.match(await page.textContent('#ops-tags') ?? '', /EU West[\s\S]*eu-west/);
+  await page.goto(`${new URL(page.url()).origin}/admin/ops`);
+  await page.click('#ops-links a:has-text("Multi-create")');
+  assert.match(await page.textContent('main') ?? '', /\{server_id\} - \{username\}/);
+
   // CSRF: the same session without the form token is refused, and nothing changes.
   const forged = await context.request.post(`${serverUrl}/unsuspend`, { form: { unrelated: '1' }, maxRedirects: 0 });
   assert.equal(forged.status(), 403);
