@@ -11,10 +11,11 @@ import type { Logger } from 'pino';
 import { AppError } from '../../src/core/app-error.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { createApiServer, type ApiServer } from '../../src/lib/http-api.ts';
+import { canonicalIp } from '../../src/lib/ip-match.ts';
+import { loadConfigFile, type ConfigSpec } from '../../src/core/config-loader.ts';
 import type { Ban, BanList } from './ban-list.ts';
-import { isIP } from 'node:net';
 import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
-import { globalFileOf } from './config.ts';
+import { globalFileOf, proxyGlobalSpec, siteSpecFor } from './config.ts';
 import { signatureOf } from './config-state.ts';
 import { ConflictError, ValidationError, type ConfigWriter } from './config-writer.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
@@ -61,6 +62,17 @@ function neededRole(method: string, route: string | undefined): AdminRole {
 // The longest ban the API accepts: a year; longer is a blacklist entry's job.
 const MAX_API_BAN_SECS = 365 * 24 * 3600;
 
+/**
+ * The address of a ban request in the form the data plane resolves clients to (canonicalIp), so
+ * `2001:DB8:0::1` bans the client `2001:db8::1` and `::ffff:192.0.2.9` the client 192.0.2.9, and
+ * either spelling lifts the ban. Anything else is a 400.
+ */
+function banIp(raw: unknown): string {
+  const ip = typeof raw === 'string' ? canonicalIp(raw.trim()) : undefined;
+  if (ip === undefined) throw new AppError('ERR_BAD_REQUEST', 'ip must be an IPv4 or IPv6 address', { status: 400 });
+  return ip;
+}
+
 function banJson(b: Ban, now: number): Record<string, unknown> {
   return {
     ip: b.ip,
@@ -70,6 +82,20 @@ function banJson(b: Ban, now: number): Record<string, unknown> {
     until: new Date(b.until).toISOString(),
     remaining_secs: Math.max(0, Math.ceil((b.until - now) / 1000)),
   };
+}
+
+/**
+ * What the loader ignored in a file the API just wrote (unknown keys: typos such as `rate_limt`),
+ * as `/json/pointer: reason` strings for the answer's `warnings`; the reload logs them too. The
+ * file passed the loader before it was written, so it loads; if it changed on disk meanwhile,
+ * its problems are the reload's to report and the answer has no warnings.
+ */
+function warningsOf<T>(file: string, spec: ConfigSpec<T>): string[] {
+  try {
+    return loadConfigFile(file, spec).warnings;
+  } catch {
+    return [];
+  }
 }
 
 function reloadSummary(o: ReloadOutcome): Record<string, unknown> {
@@ -93,6 +119,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
   // the file changed since the last look reloads first, so the edit applies to that request. A
   // file with problems keeps the last good config, tokens included (spec/3 §2.1).
   const globalFile = globalFileOf(runtime.state.root);
+  const siteSpec = siteSpecFor(runtime.state.root);
   let globalSeen = signatureOf(globalFile);
   app.addHook('onRequest', async () => {
     const signature = signatureOf(globalFile);
@@ -200,12 +227,12 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
         secured.post<{ Body: unknown }>('/sites', async (req, reply) => {
           const r = writer.createSite(req.body);
           logger.info({ by: req.adminToken?.name, site: r.site.id, file: r.file }, 'site created through the admin API');
-          return reply.code(201).send(api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload) }));
+          return reply.code(201).send(api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload), warnings: warningsOf(r.file, siteSpec) }));
         });
         secured.put<{ Params: { id: string }; Body: unknown }>('/sites/:id', (req) => {
           const r = writer.replaceSite(req.params.id, req.body);
           logger.info({ by: req.adminToken?.name, site: r.site.id, file: r.file }, 'site replaced through the admin API');
-          return api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload) });
+          return api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload), warnings: warningsOf(r.file, siteSpec) });
         });
         secured.delete<{ Params: { id: string } }>('/sites/:id', (req) => {
           const r = writer.deleteSite(req.params.id);
@@ -219,7 +246,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
         secured.put<{ Body: unknown }>('/global', (req) => {
           const r = writer.replaceGlobal(req.body);
           logger.info({ by: req.adminToken?.name, restart_required: r.restartRequired }, 'config.yaml replaced through the admin API');
-          return api.ok(reloadSummary(r));
+          return api.ok({ ...reloadSummary(r), warnings: warningsOf(globalFile, proxyGlobalSpec) });
         });
         secured.get('/bans', () => {
           const now = Date.now();
@@ -227,8 +254,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
         });
         secured.post<{ Body: unknown }>('/bans', async (req, reply) => {
           const body = req.body as { ip?: unknown; duration_secs?: unknown; site?: unknown } | null;
-          const ip = typeof body?.ip === 'string' ? body.ip.trim() : '';
-          if (isIP(ip) === 0) throw new AppError('ERR_BAD_REQUEST', 'ip must be an IPv4 or IPv6 address', { status: 400 });
+          const ip = banIp(body?.ip);
           const secs = body?.duration_secs;
           if (typeof secs !== 'number' || !Number.isInteger(secs) || secs < 1 || secs > MAX_API_BAN_SECS) {
             throw new AppError('ERR_BAD_REQUEST', `duration_secs must be an integer from 1 to ${MAX_API_BAN_SECS}`, { status: 400 });
@@ -241,11 +267,12 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           return reply.code(201).send(api.ok(banJson(ban, Date.now())));
         });
         secured.delete<{ Params: { ip: string }; Querystring: { site?: string } }>('/bans/:ip', (req) => {
+          const ip = banIp(req.params.ip);
           const site = req.query.site;
-          const removed = bans.remove(req.params.ip, site === undefined ? undefined : site === '' ? null : site);
-          if (removed === 0) throw new AppError('ERR_NOT_FOUND', `no active ban for ${JSON.stringify(req.params.ip)}`, { status: 404 });
-          logger.info({ by: req.adminToken?.name, ip: req.params.ip, site: site ?? null, removed }, 'ban lifted through the admin API');
-          return api.ok({ ip: req.params.ip, removed });
+          const removed = bans.remove(ip, site === undefined ? undefined : site === '' ? null : site);
+          if (removed === 0) throw new AppError('ERR_NOT_FOUND', `no active ban for ${ip}`, { status: 404 });
+          logger.info({ by: req.adminToken?.name, ip, site: site ?? null, removed }, 'ban lifted through the admin API');
+          return api.ok({ ip, removed });
         });
         secured.get<{ Querystring: { site?: string; limit?: string } }>('/events/recent', (req) => {
           const cap = runtime.current().global.events.recent_buffer;

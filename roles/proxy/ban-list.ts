@@ -8,6 +8,7 @@
  */
 import { SharedTable } from './shared-table.ts';
 import { wallNow } from './read-clock.ts';
+import type { Logger } from 'pino';
 
 export const MAX_BAN_SECS = 24 * 3600;
 // How long a past ban still counts towards doubling.
@@ -29,9 +30,10 @@ export interface BanList {
   active(site: string, ip: string, now?: number): Ban | undefined;
   /**
    * Bans after a rate-limit offence: `baseSecs`, doubled per earlier ban of the IP on the site
-   * within 24 h, capped at 24 h. Returns the ban.
+   * within 24 h, capped at 24 h, and logs it. Returns the ban, or undefined when the IP is
+   * already banned on the site (another worker's request got there first: one ban, one strike).
    */
-  banOffender(site: string, ip: string, baseSecs: number, now?: number): Ban;
+  banOffender(site: string, ip: string, baseSecs: number, now?: number): Ban | undefined;
   /** Adds or replaces the ban of `ip` on `site` (null = every site); the admin API's POST. */
   add(ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now?: number): Ban;
   /** Removes the IP's bans (on one site when `site` is given); returns how many went. */
@@ -44,8 +46,12 @@ const REASONS: readonly Ban['reason'][] = ['rate_limit', 'admin'];
 const BAN = 'b\0';
 const STRIKE = 'k\0';
 
-/** Creates the list in `table` (shared by every worker); runs once per thread at start. */
-export function createBanList(table: SharedTable = SharedTable.create()): BanList {
+/**
+ * Creates the list in `table` (shared by every worker); runs once per thread at start. `logger`
+ * gets one line per automatic ban (threads that serve requests pass theirs): bans are rare next
+ * to requests, so even a flood logs little.
+ */
+export function createBanList(table: SharedTable = SharedTable.create(), logger?: Pick<Logger, 'warn'>): BanList {
   // Keys `b\0${site ?? ''}\0${ip}` (values since, until, reason) and `k\0...` (strike count, last until).
   const key = (site: string | null, ip: string): string => `${site ?? ''}\0${ip}`;
 
@@ -97,7 +103,8 @@ export function createBanList(table: SharedTable = SharedTable.create()): BanLis
       });
     },
     banOffender(site, ip, baseSecs, now = wallNow()) {
-      return locked(() => {
+      const made = locked(() => {
+        if (current(key(site, ip), now) !== undefined) return undefined;
         const at = table.find(STRIKE + key(site, ip), now, true);
         const v = table.values;
         const count = at === -1 || table.created ? 1 : (v[at + 1] as number) + 1;
@@ -109,8 +116,12 @@ export function createBanList(table: SharedTable = SharedTable.create()): BanLis
           v[strike] = ban.until + STRIKE_MEMORY_MS;
           v[strike + 1] = count;
         }
-        return ban;
+        return { ban, secs, count };
       });
+      if (made === undefined) return undefined;
+      // Outside the lock: writing a log line never holds up the other workers.
+      logger?.warn({ site, client_ip: ip, duration_secs: made.secs, offence: made.count, until: new Date(made.ban.until).toISOString() }, 'client banned by the rate limiter');
+      return made.ban;
     },
     add: (ip, site, durationSecs, reason, now = Date.now()) => locked(() => store(ip, site, durationSecs, reason, now)),
     remove(ip, site) {

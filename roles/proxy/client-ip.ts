@@ -4,8 +4,7 @@
  * first untrusted address is the client. A fully trusted chain gives its rightmost parseable
  * entry, then X-Real-Ip, then the peer.
  */
-import { isIP } from 'node:net';
-import { plainIp, type IpMatcher } from '../../src/lib/ip-match.ts';
+import { canonicalIp, plainIp, type IpMatcher } from '../../src/lib/ip-match.ts';
 
 /** Resolves the client IP of one request from its peer address and inbound headers. */
 export type ClientIpResolver = (peer: string, xForwardedFor: string | string[] | undefined, xRealIp: string | string[] | undefined) => string;
@@ -13,6 +12,8 @@ export type ClientIpResolver = (peer: string, xForwardedFor: string | string[] |
 /**
  * One X-Forwarded-For entry as an address, or undefined when it is not one. Accepts what proxies
  * write in practice: `1.2.3.4`, `1.2.3.4:5678`, `2001:db8::1`, `[2001:db8::1]:443`, quoted forms.
+ * The address comes out in canonicalIp() form, the form of peers and of the admin API's bans, so
+ * a ban matches the client whatever spelling the upstream proxy used.
  */
 export function parseForwardedEntry(raw: string): string | undefined {
   let s = raw.trim();
@@ -26,7 +27,7 @@ export function parseForwardedEntry(raw: string): string | undefined {
   } else if (/^[0-9.]+:[0-9]{1,5}$/.test(s)) {
     s = s.slice(0, s.lastIndexOf(':'));
   }
-  return isIP(s) === 0 ? undefined : plainIp(s);
+  return canonicalIp(s);
 }
 
 /** Every entry of every X-Forwarded-For header in wire order (repeated headers join as one list). */

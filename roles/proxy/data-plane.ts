@@ -16,6 +16,7 @@ import type { CompiledSite } from './compiled-site.ts';
 import { GLOBAL_ACL_DENY } from './acl.ts';
 import { checkBody, runBodyCheck } from './body-inspect.ts';
 import { forwardRequest } from './forward.ts';
+import { FastRequest } from './http1-server.ts';
 import type { Generation } from './generation.ts';
 import { normalizeHost } from './host-router.ts';
 import { plainIp } from '../../src/lib/ip-match.ts';
@@ -34,6 +35,7 @@ export const ROUTE_RULES = {
   sniMismatch: 'route.sni_mismatch',
   disabled: 'site.disabled',
   badTarget: 'request.target',
+  badHost: 'request.host',
   websocketDisabled: 'websocket.disabled',
 } as const;
 
@@ -83,11 +85,13 @@ export interface DataPlaneOptions {
 
 /**
  * Splits an absolute-form target (`http://host/path`) into its authority and origin-form target;
- * CONNECT's authority-form target (`host:port`) is its own path.
+ * CONNECT's authority-form target (`host:port`) is its own path, and so is `OPTIONS *` (the
+ * asterisk form asks about the server as a whole: it is routed by Host and asked of the origin).
  */
 function splitTarget(method: string | undefined, url: string, hostHeader: string | undefined): { host: string | undefined; target: string } | undefined {
   if (url.startsWith('/')) return { host: hostHeader, target: url };
   if (method === 'CONNECT') return { host: hostHeader ?? url, target: url };
+  if (url === '*' && method === 'OPTIONS') return { host: hostHeader, target: url };
   if (!/^https?:\/\//i.test(url)) return undefined;
   try {
     const u = new URL(url);
@@ -95,6 +99,25 @@ function splitTarget(method: string | undefined, url: string, hostHeader: string
   } catch {
     return undefined;
   }
+}
+
+/**
+ * RFC 9112 §3.2: an HTTP/1.1 request without Host, or any request with more than one, is a 400.
+ * The own parser hands a repeated Host to node's, which keeps the first one silently: only its
+ * requests need their raw headers looked through.
+ */
+function badHost(req: ProxyRequest): boolean {
+  if (req.headers.host === undefined) return req.httpVersionMajor === 1 && req.httpVersionMinor === 1;
+  if (req instanceof FastRequest) return false;
+  const raw = req.rawHeaders;
+  let seen = false;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i] as string;
+    if (name.length !== 4 || name.toLowerCase() !== 'host') continue;
+    if (seen) return true;
+    seen = true;
+  }
+  return false;
 }
 
 /** Creates the handler set; runs once at start. */
@@ -194,8 +217,8 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     };
     res.on('close', () => finish(ctx));
     if (draining) res.setHeader('connection', 'close');
-    if (!split) {
-      ctx.rule = ROUTE_RULES.badTarget;
+    if (!split || badHost(req)) {
+      ctx.rule = split ? ROUTE_RULES.badHost : ROUTE_RULES.badTarget;
       sendStatus(ctx, 400);
       return undefined;
     }

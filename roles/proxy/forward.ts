@@ -206,7 +206,7 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
     sendStatus(ctx, 502);
     return;
   }
-  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp, ctx.peerIp);
+  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp, ctx.peerIp, ctx.scheme);
   let lines = '';
   for (let i = 0; i < headers.length; i += 2) lines += `${headers[i] as string}: ${headers[i + 1] as string}\r\n`;
   const handler = new ForwardHandler(ctx, site, shaper);

@@ -8,12 +8,12 @@ import { ALLOW, type Verdict } from './verdict.ts';
 
 export const REDIRECT_RULE = 'tls.redirect';
 
-/** The https URL a cleartext request is sent to. */
+/** The https URL a cleartext request is sent to; `OPTIONS *`, which no URL can name, to the root. */
 export function httpsLocation(hostHeader: string | undefined, target: string): string {
   const host = normalizeHost(hostHeader) ?? '';
   const port = hostPort(hostHeader);
   const keep = port !== undefined && port !== 80 && port !== 443;
-  return `https://${host}${keep ? `:${port}` : ''}${target}`;
+  return `https://${host}${keep ? `:${port}` : ''}${target === '*' ? '/' : target}`;
 }
 
 /**

@@ -63,8 +63,9 @@ export async function startListeners(opts: {
   const addresses: string[] = [];
 
   function listener(scheme: 'http' | 'https'): Omit<Listener, 'socketServer'> {
-    // Node's server, not listening: it gets the connections the own server hands over.
-    const fallback = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel }, plane.handler(scheme));
+    // Node's server, not listening: it gets the connections the own server hands over. A missing
+    // Host is the data plane's 400 (`request.host`, with an event), not a bare one of node's.
+    const fallback = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel, requireHostHeader: false }, plane.handler(scheme));
     fallback.on('upgrade', plane.upgradeHandler(scheme));
     fallback.on('connect', plane.connectHandler(scheme));
     const fast = createHttp1Server({ onRequest: plane.handler(scheme), fallback, maxHeaderSize: opts.maxHeaderSize });

@@ -112,9 +112,9 @@ export function createRateLimit(opts: {
     const site = ip.over > 0 ? undefined : counters.count(SITE_PREFIX, siteId, scaled(config.per_site.requests, factor), config.per_site.window_secs, now);
     counters.unlock();
     if (site === undefined) {
-      if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations && bans.active(siteId, ctx.clientIp) === undefined) {
-        bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs);
-      }
+      // Once banned, the IP's requests stop at the ban check: this runs only for the violation
+      // that bans, and for requests of other workers already past that check at the moment.
+      if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations) bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs);
       return refuse(config.action === 'block' && ip.over > 1 ? 403 : 429, RATE_RULES.perIp, ip.retryAfter);
     }
     if (site.over > 0) return refuse(429, RATE_RULES.perSite, site.retryAfter);

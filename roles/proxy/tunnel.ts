@@ -65,7 +65,7 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
   const secure = url.protocol === 'https:';
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const port = Number(url.port) || (secure ? 443 : 80);
-  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp, ctx.peerIp);
+  const headers = site.originHeaders(req.rawHeaders, ctx.hostHeader, ctx.clientIp, ctx.peerIp, ctx.scheme);
   // The generic builder drops Upgrade and Connection as hop-by-hop; here they are the point.
   headers.push('connection', 'Upgrade', 'upgrade', req.headers.upgrade ?? 'websocket');
   const preface = origin.proxyProtocol === 'off' ? undefined : proxyProtocolHeader(origin.proxyProtocol, endpointsOf(ctx));

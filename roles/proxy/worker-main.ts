@@ -43,7 +43,8 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
     quota: createQuotaCounters(table, (event) => post({ type: 'quota_exceeded', event })),
     shaper: createRateShaper(table),
     slots: createConnectionSlots(table),
-    bans: createBanList(table),
+    // The workers serve the requests, so they make (and log) the rate limiter's bans.
+    bans: createBanList(table, logger),
     rates: createRateCounters(table),
     // The main thread builds every generation too and logs what building finds.
     transparentWarned: new Set(),

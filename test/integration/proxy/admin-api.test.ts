@@ -249,6 +249,25 @@ test('site CRUD writes the files and applies at once', async () => {
   }
 });
 
+test('unknown fields written through the API come back as warnings naming their path; a clean write has none', async () => {
+  const created = await api(root, 'POST', '/sites', {
+    body: { id: 'typo', hostnames: ['typo.test'], origin: { url: origin.url }, protection: { rate_limt: { enabled: false } }, tls: { enabeld: true } },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  assert.deepEqual(created.body.data.warnings, ['/protection/rate_limt: unknown key, ignored', '/tls/enabeld: unknown key, ignored']);
+  assert.match(proxy.output(), /typo\.yaml.*\/protection\/rate_limt: unknown key, ignored/, 'and logged');
+  const fixed = await api(root, 'PUT', '/sites/typo', { body: { hostnames: ['typo.test'], origin: { url: origin.url }, protection: { rate_limit: { enabled: false } } } });
+  assert.equal(fixed.status, 200, JSON.stringify(fixed.body));
+  assert.deepEqual(fixed.body.data.warnings, []);
+  // config.yaml here already holds one unknown key of its own (admin_note).
+  const global = await api(root, 'PUT', '/global', { body: { ...currentGlobal(), evnets: { recent_buffer: 10 } } });
+  assert.equal(global.status, 200, JSON.stringify(global.body));
+  assert.deepEqual(global.body.data.warnings, ['/admin_note: unknown key, ignored', '/evnets: unknown key, ignored']);
+  const { evnets: _typo, ...clean } = currentGlobal();
+  assert.deepEqual((await api(root, 'PUT', '/global', { body: clean })).body.data.warnings, ['/admin_note: unknown key, ignored']);
+  assert.equal((await api(root, 'DELETE', '/sites/typo')).status, 200);
+});
+
 test('409 when a hostname is claimed by another enabled site, naming it; nothing is written', async () => {
   const before = readFileSync(join(root.sitesDir, 'spare.yaml'), 'utf8');
   const taken = await api(root, 'POST', '/sites', { body: { id: 'thief', hostnames: ['new.test', 'SPARE.test.'], origin: { url: origin.url } } });

@@ -67,6 +67,8 @@ const RESOLUTION: [Record<string, string | string[]>, string, string][] = [
   [{ 'x-forwarded-for': '203.0.113.8:5555' }, '203.0.113.8', 'IPv4 with a port'],
   [{ 'x-forwarded-for': '[2a00:1450::2]:8443, 2001:db8::7' }, '2a00:1450::2', 'bracketed IPv6 with a port, behind a trusted IPv6 hop'],
   [{ 'x-forwarded-for': '2a00:1450::1' }, '2a00:1450::1', 'bare IPv6'],
+  [{ 'x-forwarded-for': '2A00:1450:0:0::3' }, '2a00:1450::3', 'IPv6 in any spelling: the canonical form bans and ACLs see'],
+  [{ 'x-forwarded-for': '::FFFF:203.0.113.10' }, '203.0.113.10', 'IPv4-mapped IPv6: the IPv4 address'],
   [{ 'x-forwarded-for': ['198.51.100.1', '203.0.113.9, 10.0.0.1'] }, '203.0.113.9', 'repeated headers form one chain'],
 ];
 
@@ -120,4 +122,14 @@ test('the five forward modes, behind trusted and untrusted peers', async () => {
 test('x_forwarded_for creates the header when absent; forwarded brackets and quotes IPv6', async () => {
   assert.equal((await send('x_forwarded_for', true, {})).seen['x-forwarded-for'], '127.0.0.1');
   assert.equal((await send('forwarded', true, { 'x-forwarded-for': '2a00:1450::9' })).seen['forwarded'], 'for="[2a00:1450::9]"');
+});
+
+test('X-Forwarded-Proto: kept from a trusted proxy, replaced after any other peer in x_forwarded_for, dropped elsewhere', async () => {
+  const proto = { 'x-forwarded-proto': 'https' };
+  assert.equal((await send('x_forwarded_for', true, proto)).seen['x-forwarded-proto'], 'https', 'the trusted proxy terminated TLS');
+  assert.equal((await send('x_forwarded_for', true, {})).seen['x-forwarded-proto'], 'http');
+  assert.equal((await send('x_forwarded_for', false, proto)).seen['x-forwarded-proto'], 'http', 'a client cannot claim https');
+  assert.equal((await send('x_real_ip', true, proto)).seen['x-forwarded-proto'], 'https');
+  assert.equal((await send('x_real_ip', false, proto)).seen['x-forwarded-proto'], undefined);
+  assert.equal((await send('none', true, proto)).seen['x-forwarded-proto'], undefined, 'none sends no forwarding headers');
 });

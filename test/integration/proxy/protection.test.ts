@@ -127,6 +127,10 @@ test('rate limit per IP: 429 then 403 with Retry-After, a ban at ban_after_viola
   const again = ((await api(root, 'GET', '/bans')).body.data.bans as { ip: string; since: string; until: string }[]).find((b) => b.ip === ip);
   assert.ok(again, 'banned again');
   assert.equal(Date.parse(again.until) - Date.parse(again.since), 2000);
+  // Each automatic ban is logged once, with its offence count (the worker writes it).
+  await until('both bans logged', () => (proxy.output().match(/"client_ip":"192\.0\.2\.10".*client banned by the rate limiter/g) ?? []).length === 2);
+  assert.match(proxy.output(), /"level":"warn".*"site":"rate","client_ip":"192\.0\.2\.10","duration_secs":1,"offence":1,.*"msg":"client banned by the rate limiter"/);
+  assert.match(proxy.output(), /"site":"rate","client_ip":"192\.0\.2\.10","duration_secs":2,"offence":2,/);
 });
 
 test('rate limit per site: 429 with Retry-After whatever the client', async () => {
@@ -165,6 +169,9 @@ test('a small flood from 20 client IPs: 429s, 403s and a ban for each, other cli
   assert.equal((await hit('flood', ips[0] as string)).status, 403);
   assert.equal(await lastRule('flood'), 'ban');
   assert.equal((await hit('flood', '198.18.1.1')).status, 200);
+  // One log line per ban, however many requests the flood sent.
+  await until('20 bans logged', () => (proxy.output().match(/"site":"flood".*client banned by the rate limiter/g) ?? []).length >= 20);
+  assert.equal(proxy.output().match(/"site":"flood".*client banned by the rate limiter/g)?.length, 20);
 });
 
 test('admin API: ban list CRUD, validation and roles', async () => {
@@ -190,6 +197,24 @@ test('admin API: ban list CRUD, validation and roles', async () => {
   assert.equal(del.body.data.removed, 1);
   assert.equal((await api(root, 'DELETE', '/bans/2001:db8::99')).status, 404);
   assert.equal((await hit('conn', '2001:db8::99')).status, 200);
+});
+
+test('admin API: a ban written in any spelling of an address applies to the client and is lifted by either spelling', async () => {
+  const add = await api(root, 'POST', '/bans', { body: { ip: ' 2001:DB8:0::1 ', duration_secs: 600, site: 'conn' } });
+  assert.equal(add.status, 201);
+  assert.equal(add.body.data.ip, '2001:db8::1', 'stored and shown in the canonical form');
+  assert.equal((await hit('conn', '2001:db8::1')).status, 403);
+  assert.equal((await hit('conn', '2001:0db8::0001')).status, 403, 'whatever spelling the upstream proxy used');
+  assert.equal(await lastRule('conn'), 'ban');
+  const del = await api(root, 'DELETE', '/bans/2001:db8:0:0::1');
+  assert.deepEqual([del.status, del.body.data.ip, del.body.data.removed], [200, '2001:db8::1', 1]);
+  assert.equal((await hit('conn', '2001:db8::1')).status, 200);
+  // An IPv4-mapped address is the IPv4 client, as the ACLs see it.
+  const mapped = await api(root, 'POST', '/bans', { body: { ip: '::ffff:192.0.2.9', duration_secs: 600 } });
+  assert.equal(mapped.body.data.ip, '192.0.2.9');
+  assert.equal((await hit('conn', '192.0.2.9')).status, 403);
+  assert.equal((await api(root, 'DELETE', '/bans/192.0.2.9')).body.data.removed, 1);
+  assert.equal((await api(root, 'DELETE', '/bans/not-an-ip')).status, 400);
 });
 
 test('bans and rate counters survive a reload', async () => {

@@ -209,3 +209,54 @@ test('every request leaves an event with site, client IP, status, bytes, duratio
   const unrouted = await api(root, 'GET', '/events/recent?site=-&limit=1');
   assert.deepEqual([unrouted.body.data.events[0].path, unrouted.body.data.events[0].status, unrouted.body.data.events[0].rule, unrouted.body.data.events[0].site], ['/lost', 421, 'route.no_match', null]);
 });
+
+/**
+ * Sends raw request bytes on a fresh connection; resolves with everything answered until the proxy
+ * closes it (the request says `Connection: close`, or is refused).
+ */
+function rawExchange(text: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect(root.httpPort, '127.0.0.1', () => s.write(text));
+    let out = '';
+    s.on('data', (d: Buffer) => (out += d.toString('latin1')));
+    s.on('end', () => resolve(out));
+    s.on('error', reject);
+  });
+}
+
+const BROWSER_LINES = `User-Agent: ${BROWSER_HEADERS['user-agent']}\r\nAccept: */*\r\nAccept-Language: en\r\nAccept-Encoding: gzip\r\n`;
+
+test('RFC 9112 section 3.2: HTTP/1.1 without Host and any request with two Hosts get 400 request.host, counted under site -', async () => {
+  const heads = [
+    // The own parser's requests, and node's (a chunked upload, a WebSocket handshake).
+    'GET /no-host HTTP/1.1\r\n',
+    'GET /two-hosts HTTP/1.1\r\nHost: other.example\r\nHost: www.shop.example\r\n',
+    'POST /no-host-chunked HTTP/1.1\r\nTransfer-Encoding: chunked\r\n',
+    'GET /two-hosts-ws HTTP/1.1\r\nHost: other.example\r\nhost: other.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n',
+  ];
+  for (const head of heads) {
+    const body = head.startsWith('POST') ? '0\r\n\r\n' : '';
+    const answer = await rawExchange(`${head}${BROWSER_LINES}Connection: close\r\n\r\n${body}`.replace('Connection: close\r\nConnection: Upgrade', 'Connection: Upgrade'));
+    assert.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/, head);
+    // The proxy's own answer (node's bare 400 has no body).
+    assert.match(answer, /\r\n\r\n400 Bad Request\n$/, head);
+  }
+  const events = (await api(root, 'GET', '/events/recent?site=-&limit=4')).body.data.events as { path: string; status: number; rule: string; site: null }[];
+  assert.deepEqual(
+    events.map((e) => [e.path, e.status, e.rule, e.site]).reverse(),
+    ['/no-host', '/two-hosts', '/no-host-chunked', '/two-hosts-ws'].map((p) => [p, 400, 'request.host', null]),
+  );
+  const minutes = (await api(root, 'GET', '/stats/minutes?site=-&limit=1')).body.data.minutes as { rule_hits: Record<string, number> }[];
+  assert.equal(minutes[0]?.rule_hits['request.host'], 4);
+});
+
+test('OPTIONS * is routed by Host and asked of the origin in asterisk form; other methods may not use it', async () => {
+  const answer = await rawExchange(`OPTIONS * HTTP/1.1\r\nHost: other.example\r\n${BROWSER_LINES}Connection: close\r\n\r\n`);
+  assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/);
+  // The echo's JSON, inside the chunked framing the proxy relays it in.
+  const seen = JSON.parse(/\{.*\}/s.exec(answer)?.[0] ?? '') as { method: string; url: string; port: number };
+  assert.deepEqual([seen.method, seen.url, seen.port], ['OPTIONS', '*', port('other')]);
+  assert.match(await rawExchange(`OPTIONS * HTTP/1.1\r\nHost: nowhere.example\r\n${BROWSER_LINES}Connection: close\r\n\r\n`), /^HTTP\/1\.1 421 /);
+  // Only OPTIONS takes the asterisk form.
+  assert.match(await rawExchange(`GET * HTTP/1.1\r\nHost: other.example\r\n${BROWSER_LINES}Connection: close\r\n\r\n`), /^HTTP\/1\.1 400 /);
+});

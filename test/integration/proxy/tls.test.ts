@@ -10,7 +10,7 @@ import { copyFileSync, rmSync, utimesSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect, type PeerCertificate } from 'node:tls';
 import type { Daemon } from '../hostkit-process.ts';
-import { api, makeCert, makeRoot, request, servedBy, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
+import { api, makeCert, makeRoot, request, seenOf, servedBy, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
@@ -108,6 +108,12 @@ test('HSTS on HTTPS responses of sites that set hsts_max_age, errors included', 
   const refused = await request({ port: root.httpsPort, host: 'shop.test', method: 'TRACE', tls: { ca: shopPem } });
   assert.equal(refused.status, 405);
   assert.equal(refused.headers['strict-transport-security'], 'max-age=31536000');
+});
+
+test('the origin learns the scheme: X-Forwarded-Proto https on HTTPS, http on cleartext, a client-sent one replaced', async () => {
+  const forged = { 'x-forwarded-proto': 'http' };
+  assert.equal(seenOf(await request({ port: root.httpsPort, host: 'blog.test', path: '/p', headers: forged, tls: { ca: blogPem } })).headers['x-forwarded-proto'], 'https');
+  assert.equal(seenOf(await request({ port: root.httpPort, host: 'blog.test', path: '/p', headers: { 'x-forwarded-proto': 'https' } })).headers['x-forwarded-proto'], 'http');
 });
 
 test('a Host that routes elsewhere than the SNI name gets 421', async () => {
