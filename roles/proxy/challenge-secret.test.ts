@@ -10,7 +10,9 @@ test('the secret is made once with mode 0600, kept across opens, replaced when d
   const dir = join(parent, 'data');
   try {
     const a = openChallengeSecret(dir);
+    assert.equal(a.opened, 'created');
     const file = join(dir, SECRET_FILE);
+    assert.equal(a.file, file);
     assert.equal(statSync(file).mode & 0o777, 0o600);
     assert.equal(statSync(dir).mode & 0o777, 0o700);
     assert.equal(a.get().length, 32);
@@ -28,6 +30,8 @@ test('the secret is made once with mode 0600, kept across opens, replaced when d
     writeFileSync(file, 'garbage');
     assert.equal(a.load(), 'replaced');
     assert.equal(statSync(file).mode & 0o777, 0o600);
+    writeFileSync(file, a.get().toString('hex').toUpperCase());
+    assert.equal(openChallengeSecret(dir).opened, 'replaced', 'a start tells a damaged file apart, for its warning');
   } finally {
     rmSync(parent, { recursive: true, force: true });
   }

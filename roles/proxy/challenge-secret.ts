@@ -13,14 +13,20 @@ export const SECRET_FILE = 'challenge.key';
 const SECRET_BYTES = 32;
 const SECRET_RE = /^[0-9a-f]{64}$/;
 
+export type SecretLoad = 'read' | 'created' | 'replaced';
+
 export interface ChallengeSecret {
   /** The key in use. */
   get(): Buffer;
+  /** What the load at start found, for the start-up log (a replaced file matters as on a reload). */
+  readonly opened: SecretLoad;
   /**
    * Re-reads the file (a new secret when it was deleted or damaged); runs at start and on every
    * reload. Returns what happened, for the log.
    */
-  load(): 'read' | 'created' | 'replaced';
+  load(): SecretLoad;
+  /** The file, for the log. */
+  readonly file: string;
 }
 
 function writeSecret(file: string, secret: Buffer): void {
@@ -39,7 +45,7 @@ export function openChallengeSecret(dataDir: string): ChallengeSecret {
   const file = join(dataDir, SECRET_FILE);
   let key = Buffer.alloc(0);
 
-  function load(): 'read' | 'created' | 'replaced' {
+  function load(): SecretLoad {
     let text: string;
     try {
       text = readFileSync(file, 'utf8').trim();
@@ -61,6 +67,6 @@ export function openChallengeSecret(dataDir: string): ChallengeSecret {
     return 'read';
   }
 
-  load();
-  return { get: () => key, load };
+  const opened = load();
+  return { get: () => key, load, opened, file };
 }

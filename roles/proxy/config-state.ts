@@ -2,15 +2,16 @@
  * The last good version of every proxy file (spec/3 §2.1): config.yaml and each site file load on
  * their own; a file that fails keeps its last good version serving (a new file that fails serves
  * nothing) and its problems are logged once per change. Empty site ids are assigned here and
- * written back into the file; a second file with an id already in use is skipped.
+ * written back into the file; a running site is never renamed, and a file that wants an id
+ * another file keeps (a copied file, usually) is a broken file like any other.
  */
 import { readFileSync, statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { ConfigError, deepFreeze, loadConfigFile } from '../../src/core/config-loader.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
-import { globalFileOf, headerTag, listSiteFiles, proxyGlobalSpec, siteSpecFor, sitesDirOf, type ProxySiteFile } from './config.ts';
-import { siteIdFromFile, uniqueSiteId } from './site-ids.ts';
+import { duplicateIdError, globalFileOf, headerTag, listSiteFiles, proxyGlobalSpec, siteSpecFor, sitesDirOf, type ProxySiteFile } from './config.ts';
+import { resolveSiteIds, type SiteIdDuplicate } from './site-ids.ts';
 import { setYamlId, writeFileAtomic } from './yaml-edit.ts';
 
 /** Global keys that only apply at start (listeners and directories). */
@@ -18,9 +19,14 @@ export const RESTART_ONLY_KEYS = ['listen_http', 'listen_https', 'admin.listen',
 
 interface SiteEntry {
   signature: string;
-  /** Last good config of this file, id not yet assigned. */
+  /** The file's current text, loaded; its id as written, or as the loader wrote it back. Undefined when it fails to load. */
+  loaded: Readonly<ProxySiteConfig> | undefined;
+  /** Last good config of this file, served under its id. */
   config: Readonly<ProxySiteConfig> | undefined;
+  /** Why the current text fails to load. */
   error: ConfigError | undefined;
+  /** Why the current text loads but is not served: it wants an id another file keeps. */
+  duplicate: SiteIdDuplicate | undefined;
 }
 
 export interface ConfigState {
@@ -33,7 +39,7 @@ export interface ConfigState {
   global(): Readonly<ProxyGlobalConfig>;
   /** Last good sites in sorted file order, ids assigned and unique. */
   sites(): readonly ProxySiteFile[];
-  /** Files whose current text fails to load, with their problems. */
+  /** Files whose current text fails to load or wants an id another file keeps, with their problems. */
   broken(): ReadonlyMap<string, ConfigError>;
   /**
    * Re-reads the files whose size, mtime or inode changed (all of them with `force`). Returns
@@ -77,15 +83,13 @@ export function createConfigState(opts: { root: string; logger: Logger }): Confi
   let globalError: ConfigError | undefined;
   const entries = new Map<string, SiteEntry>();
   let served: ProxySiteFile[] = [];
-  // The id given to each file whose own id is empty, so it stays stable across reloads.
-  const assigned = new Map<string, string>();
 
   function loadSite(file: string, signature: string, entry: SiteEntry | undefined): SiteEntry {
     try {
       const loaded = loadConfigFile(file, siteSpec);
       for (const w of loaded.warnings) logger.warn({ file }, w);
       if (entry?.error) logger.info({ file }, 'site file loads again');
-      return { signature, config: loaded.config, error: undefined };
+      return { signature, loaded: loaded.config, config: entry?.config, error: undefined, duplicate: entry?.duplicate };
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
       const kept = entry?.config !== undefined;
@@ -93,7 +97,7 @@ export function createConfigState(opts: { root: string; logger: Logger }): Confi
         { file, problems: err.problems, kept_last_good: kept },
         kept ? 'site file has problems: its last good version keeps serving' : 'site file has problems: it is not served',
       );
-      return { signature, config: entry?.config, error: err };
+      return { signature, loaded: undefined, config: entry?.config, error: err, duplicate: undefined };
     }
   }
 
@@ -131,32 +135,54 @@ export function createConfigState(opts: { root: string; logger: Logger }): Confi
     }
   }
 
+  /** Logs a file becoming (or ceasing to be) a duplicate, once per change. */
+  function markDuplicate(file: string, e: SiteEntry, d: SiteIdDuplicate | undefined): void {
+    const before = e.duplicate;
+    e.duplicate = d;
+    if (d === undefined) {
+      if (before) logger.info({ file }, 'site file loads again');
+      return;
+    }
+    if (before?.id === d.id && before.owner === d.owner) return;
+    const kept = e.config !== undefined;
+    logger.error(
+      { file, id: d.id, kept_by: d.owner, kept_last_good: kept },
+      `site id already used by another file: ${kept ? 'its last good version keeps serving' : 'this file is not served'}; if it is a copy, delete its id: line to give it a fresh id`,
+    );
+  }
+
+  /**
+   * Decides every file's id (resolveSiteIds) and what is served: a file that loads and has its
+   * id serves its current text, the others their last good version (if any). Runs after any
+   * file changed.
+   */
   function rebuildServed(): void {
-    const explicit = new Set<string>();
-    for (const e of entries.values()) if (e.config && e.config.id !== '') explicit.add(e.config.id);
-    const taken = new Set<string>();
-    const next: ProxySiteFile[] = [];
-    for (const [file, e] of [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      if (!e.config) continue;
-      let config = e.config;
-      if (config.id === '') {
-        let id = assigned.get(file);
-        if (id === undefined || taken.has(id) || explicit.has(id)) {
-          id = uniqueSiteId(siteIdFromFile(file), new Set([...taken, ...explicit]));
-          assigned.set(file, id);
+    const sorted = [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    let duplicates: SiteIdDuplicate[];
+    do {
+      const claims = sorted.flatMap(([file, e]) => {
+        const serving = e.config?.id;
+        if (e.loaded) return [{ file, wanted: e.loaded.id === '' ? undefined : e.loaded.id, serving }];
+        return serving === undefined ? [] : [{ file, wanted: undefined, serving }];
+      });
+      const resolved = resolveSiteIds(claims);
+      duplicates = resolved.duplicates;
+      const dupFiles = new Set(duplicates.map((d) => d.file));
+      for (const [file, e] of sorted) {
+        if (dupFiles.has(file) || !e.loaded) continue;
+        const id = resolved.ids.get(file) as string;
+        if (e.loaded.id !== id) {
+          // The site carries its id from now on, written back or not, so no later file can take it.
+          e.loaded = deepFreeze({ ...e.loaded, id });
           writeBackId(file, id);
         }
-        config = deepFreeze({ ...config, id });
+        e.config = e.loaded;
       }
-      if (taken.has(config.id)) {
-        const owner = next.find((s) => s.config.id === config.id);
-        logger.error({ file, id: config.id, kept_file: owner?.file }, 'site id already used by an earlier file: this file is skipped');
-        continue;
-      }
-      taken.add(config.id);
-      next.push({ file, config });
-    }
-    served = next;
+      // Again when a file held an id it has just given up: a duplicate of it may take it now.
+    } while (duplicates.some((d) => entries.get(d.owner)?.config?.id !== d.id));
+    const dupOf = new Map(duplicates.map((d) => [d.file, d]));
+    for (const [file, e] of sorted) markDuplicate(file, e, dupOf.get(file));
+    served = sorted.flatMap(([file, e]) => (e.config ? [{ file, config: e.config }] : []));
   }
 
   function refreshSites(force: boolean): boolean {
@@ -165,7 +191,6 @@ export function createConfigState(opts: { root: string; logger: Logger }): Confi
     for (const file of entries.keys()) {
       if (!files.has(file)) {
         entries.delete(file);
-        assigned.delete(file);
         logger.info({ file }, 'site file removed');
         changed = true;
       }
@@ -177,7 +202,7 @@ export function createConfigState(opts: { root: string; logger: Logger }): Confi
       if (!force && entry?.signature === signature) continue;
       const next = loadSite(file, signature, entry);
       entries.set(file, next);
-      if (next.config !== entry?.config) changed = true;
+      if (next.loaded !== entry?.loaded) changed = true;
     }
     if (changed) rebuildServed();
     return changed;
@@ -202,7 +227,10 @@ export function createConfigState(opts: { root: string; logger: Logger }): Confi
     broken() {
       const out = new Map<string, ConfigError>();
       if (globalError) out.set(globalFile, globalError);
-      for (const [file, e] of entries) if (e.error) out.set(file, e.error);
+      for (const [file, e] of entries) {
+        if (e.error) out.set(file, e.error);
+        else if (e.duplicate) out.set(file, duplicateIdError(e.duplicate));
+      }
       return out;
     },
     refresh,

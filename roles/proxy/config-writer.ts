@@ -141,12 +141,12 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
   /** Spec/3 §2.7: through the API, a hostname another enabled site claims is a conflict. */
   function checkHostnames(config: Readonly<ProxySiteConfig>, selfFile: string | undefined): void {
     if (!config.enabled) return;
-    const mine = new Set(config.hostnames.map(normalizeName).filter((n) => n !== undefined));
+    const mine = new Set(config.hostnames.map(normalizeName));
     for (const other of served()) {
       if (other.file === selfFile || !other.config.enabled) continue;
       for (const name of other.config.hostnames) {
         const n = normalizeName(name);
-        if (n !== undefined && mine.has(n)) {
+        if (mine.has(n)) {
           throw new ConflictError(`hostname ${n} is already claimed by site ${other.config.id} (${other.file})`, other, n);
         }
       }

@@ -14,6 +14,9 @@ import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contra
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
 import { loadCertificate } from './certificates.ts';
 import { compileLinear, LinearRegexError } from './linear-regex.ts';
+import { HOP_BY_HOP } from './hop-headers.ts';
+import { createHostRouter, hostnameProblem } from './host-router.ts';
+import { resolveSiteIds, type SiteIdDuplicate } from './site-ids.ts';
 
 /**
  * A header target written with the `!header` tag. A class rather than a plain object, so the
@@ -47,10 +50,55 @@ export const proxyGlobalSpec: ConfigSpec<ProxyGlobalConfig> = {
     if (Array.isArray(tokens) && tokens.length === 0) {
       problems.push({ path: '/admin/tokens', message: 'at least one admin token is required (name, token of 16+ characters, role)' });
     }
+    if (Array.isArray(tokens)) checkTokens(tokens, problems);
     checkCidrList(config, '/global_acl/blacklist', problems);
     checkCidrList(config, '/global_acl/whitelist', problems);
   },
 };
+
+/**
+ * Admin tokens: a token listed twice would get whichever role comes first, and one with
+ * whitespace can never arrive intact in an Authorization header.
+ */
+function checkTokens(tokens: unknown[], problems: ConfigProblem[]): void {
+  const first = new Map<string, number>();
+  tokens.forEach((entry, i) => {
+    const token = at(entry, '/token');
+    if (typeof token !== 'string') return;
+    const path = `/admin/tokens/${i}/token`;
+    if (/\s/.test(token)) problems.push({ path, message: 'must not contain whitespace' });
+    const earlier = first.get(token);
+    if (earlier === undefined) first.set(token, i);
+    else problems.push({ path, message: `is the same token as /admin/tokens/${earlier}/token: each token must be unique` });
+  });
+}
+
+/** An HTTP token (RFC 9110 §5.6.2): what header names and methods are made of. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/**
+ * Headers that frame, route or manage a message: a client-IP header under one of these names
+ * would reframe or reroute the request at the origin (request smuggling).
+ */
+const RESERVED_HEADERS: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'content-length', 'host', 'expect', 'proxy-authorization', 'proxy-authenticate']);
+
+/** Why a header name the proxy writes is unusable, or undefined. */
+export function headerNameProblem(name: string): string | undefined {
+  if (!TOKEN.test(name)) return 'must be a header name: letters, digits and !#$%&\'*+.^_`|~- only, no spaces or line breaks';
+  if (RESERVED_HEADERS.has(name.toLowerCase())) return `must not be ${name}: it frames, routes or manages the connection`;
+  return undefined;
+}
+
+/** A Host value: a DNS name (underscores allowed, as container names have), an IPv4 or [IPv6] literal, and an optional port. */
+const HOST_VALUE = /^(?:[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::([0-9]{1,5}))?$/;
+
+/** Why an `origin.host_header` is unusable, or undefined: it is sent as the origin's Host line. */
+export function hostValueProblem(value: string): string | undefined {
+  const m = HOST_VALUE.exec(value);
+  if (!m) return 'must be host or host:port (letters, digits, dots, hyphens; an internationalised name in its xn-- form; no spaces or line breaks)';
+  if (m[1] !== undefined && Number(m[1]) > 65535) return 'has a port above 65535';
+  return undefined;
+}
 
 /** Why an origin URL is unusable, or undefined: absolute http(s), no path, no userinfo, no query. */
 export function originUrlProblem(value: string): string | undefined {
@@ -108,8 +156,31 @@ function siteChecks(root: string) {
       const why = originUrlProblem(origin);
       if (why) problems.push({ path: '/origin/url', message: `${why} (got ${JSON.stringify(origin)})` });
     }
-    if (at(config, '/client_ip/forward_mode') === 'custom' && !at(config, '/client_ip/custom_header')) {
+    const hostnames = at(config, '/hostnames');
+    if (Array.isArray(hostnames)) {
+      hostnames.forEach((name: unknown, i) => {
+        const why = typeof name === 'string' ? hostnameProblem(name) : undefined;
+        if (why) problems.push({ path: `/hostnames/${i}`, message: `${why} (got ${JSON.stringify(name)})` });
+      });
+    }
+    const hostHeader = at(config, '/origin/host_header');
+    if (typeof hostHeader === 'string') {
+      const why = hostValueProblem(hostHeader);
+      if (why) problems.push({ path: '/origin/host_header', message: `${why} (got ${JSON.stringify(hostHeader)})` });
+    }
+    const customHeader = at(config, '/client_ip/custom_header');
+    if (at(config, '/client_ip/forward_mode') === 'custom' && !customHeader) {
       problems.push({ path: '/client_ip/custom_header', message: 'is required when forward_mode is custom' });
+    } else if (typeof customHeader === 'string' && customHeader !== '') {
+      const why = headerNameProblem(customHeader);
+      if (why) problems.push({ path: '/client_ip/custom_header', message: `${why} (got ${JSON.stringify(customHeader)})` });
+    }
+    const methods = at(config, '/protection/request_limits/allowed_methods');
+    if (Array.isArray(methods)) {
+      // They make the Allow header of every 405.
+      methods.forEach((m: unknown, i) => {
+        if (typeof m === 'string' && !TOKEN.test(m)) problems.push({ path: `/protection/request_limits/allowed_methods/${i}`, message: `must be a method token such as GET or PROPFIND (got ${JSON.stringify(m)})` });
+      });
     }
     if (at(config, '/tls/enabled') === true) {
       let found = 0;
@@ -136,6 +207,9 @@ function siteChecks(root: string) {
         const target = at(rule, '/target');
         if (typeof target === 'object' && target !== null && !(target instanceof HeaderTarget)) {
           problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: 'write a header target as `!header Header-Name` in YAML' });
+        } else if (target instanceof HeaderTarget && !TOKEN.test(target.header)) {
+          // A name no request can carry would silently never match.
+          problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: `must name a header: letters, digits and !#$%&'*+.^_\`|~- only (got ${JSON.stringify(target.header)})` });
         }
       });
     }
@@ -176,8 +250,21 @@ export function listSiteFiles(dir: string): string[] {
 }
 
 /**
- * Reads every file under `root`. Runs at start, on `check`, and on reloads; a file with problems
- * lands in `errors` (the caller keeps its last good version) and the others still load.
+ * The problem of a file that wants a site id another file keeps: it is not served, and (since a
+ * copied file is the usual cause) the operator learns how to give it a fresh id.
+ */
+export function duplicateIdError(d: SiteIdDuplicate): ConfigError {
+  return new ConfigError(d.file, [
+    { path: '/id', message: `site id ${JSON.stringify(d.id)} is already used by ${d.owner}, so this file is not served; if it is a copy, delete its id: line and it gets a fresh id` },
+  ]);
+}
+
+/**
+ * Reads every file under `root` as a cold start sees them; runs on `check`. A file with problems
+ * lands in `errors` and the others still load. The cross-file findings come from the code
+ * `serve` runs: resolveSiteIds (two files wanting one id: the later one in sorted order is an
+ * error) and the host router (a hostname two enabled sites claim: a warning, since the first
+ * file in sorted order keeps it and the other site serves its other names).
  */
 export function loadProxyFiles(root: string): ProxyFiles {
   const errors: ConfigError[] = [];
@@ -192,17 +279,27 @@ export function loadProxyFiles(root: string): ProxyFiles {
     if (!(err instanceof ConfigError)) throw err;
     errors.push(err);
   }
-  const sites: ProxySiteFile[] = [];
+  const loadedSites: ProxySiteFile[] = [];
   const siteSpec = siteSpecFor(root);
   for (const file of listSiteFiles(sitesDirOf(root, global))) {
     try {
       const loaded = loadConfigFile(file, siteSpec);
-      sites.push({ file, config: loaded.config });
+      loadedSites.push({ file, config: loaded.config });
       warnings.push(...loaded.warnings.map((w) => `${file}: ${w}`));
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
       errors.push(err);
     }
+  }
+  const { ids, duplicates } = resolveSiteIds(loadedSites.map((s) => ({ file: s.file, wanted: s.config.id === '' ? undefined : s.config.id, serving: undefined })));
+  errors.push(...duplicates.map(duplicateIdError));
+  const sites = loadedSites.flatMap((s) => {
+    const id = ids.get(s.file);
+    return id === undefined ? [] : [{ file: s.file, config: { ...s.config, id } }];
+  });
+  const { conflicts } = createHostRouter(sites.map((s) => ({ id: s.config.id, file: s.file, enabled: s.config.enabled, hostnames: s.config.hostnames })));
+  for (const c of conflicts) {
+    warnings.push(`hostname ${c.hostname} is claimed by ${c.winner.file} and ${c.loser.file}: the first in sorted order, ${c.winner.file}, keeps it; the other site serves only its other names`);
   }
   return { global, sites, errors, warnings };
 }

@@ -66,10 +66,7 @@ export function buildGeneration(input: BuildInput): Generation {
     }
     sites.push(compileSite({ file, config, global: input.global, pools: input.pools, services: input.services, secureContext }));
   }
-  const { route, conflicts, unroutable } = createHostRouter(sites);
-  for (const u of unroutable) {
-    input.logger.warn({ site: u.site.id, file: u.site.file, host: u.hostname }, 'hostname never matches a request (IPv6 literals are not routed; a wildcard is written *.suffix): ignored');
-  }
+  const { route, conflicts } = createHostRouter(sites);
   for (const c of conflicts) {
     input.logger.warn(
       // `host`: the log line's own `hostname` is the machine's.

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createHostRouter, hostPort, normalizeHost } from './host-router.ts';
+import { createHostRouter, hostPort, normalizeHost, hostnameProblem, normalizeName } from './host-router.ts';
 
 const site = (id: string, hostnames: string[], enabled = true) => ({ id, file: `${id}.yaml`, enabled, hostnames });
 
@@ -54,13 +54,29 @@ test('duplicate claims: the earlier site keeps the name, each conflict reported 
   ]);
 });
 
-test('names no request can match are reported, not claimed: IPv6 literals, a bare or misplaced *', () => {
-  const odd = site('odd', ['[::1]', '::1', '*', 'a.*.example', '*x.example', '*.*.example', 'ok.example', '*.fine.example']);
-  const { route, unroutable } = createHostRouter([odd]);
-  assert.deepEqual(
-    unroutable.map((u) => u.hostname),
-    ['[::1]', '::1', '*', 'a.*.example', '*x.example', '*.*.example'],
-  );
-  assert.equal(route('ok.example'), odd);
-  assert.equal(route('a.fine.example'), odd);
+test('configured names: syntax checked, internationalised names routed by their punycode form', () => {
+  for (const ok of ['shop.example', 'SHOP.example.', '*.shop.example', '127.0.0.1', 'a-b.c1', 'my_service.internal', 'bücher.test', '*.bücher.test', 'xn--bcher-kva.test']) assert.equal(hostnameProblem(ok), undefined, ok);
+  const bad: [string, RegExp][] = [
+    ['[::1]', /only letters/],
+    ['::1', /only letters/],
+    ['shop.test:8080', /only letters/],
+    ['a b.test', /no valid internationalised name|only letters/],
+    ['.lead.test', /empty label/],
+    ['x..test', /empty label/],
+    ['*', /only letters|\*/],
+    ['a.*.example', /\* other than/],
+    ['*x.example', /\* other than/],
+    ['*.*.example', /\* other than/],
+    [`${'a'.repeat(64)}.test`, /label longer than 63/],
+    [`${'a.'.repeat(127)}test`, /longer than 253/],
+    ['bad\r\nname.test', /only letters/],
+  ];
+  for (const [name, why] of bad) assert.match(hostnameProblem(name) ?? '', why, name);
+  assert.equal(normalizeName('Bücher.Test.'), 'xn--bcher-kva.test');
+  assert.equal(normalizeName('*.BÜCHER.test'), '*.xn--bcher-kva.test');
+  const idn = site('idn', ['bücher.test', '*.bücher.test']);
+  const { route } = createHostRouter([idn]);
+  assert.equal(route('xn--bcher-kva.test'), idn);
+  assert.equal(route('XN--BCHER-KVA.test:8080'), idn);
+  assert.equal(route('a.xn--bcher-kva.test'), idn);
 });

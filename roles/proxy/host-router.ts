@@ -2,8 +2,10 @@
  * Hostname routing of spec/3 §2.7: exact names first, then the longest `*.suffix`; case-insensitive;
  * a port and a trailing dot are stripped; IPv6 literals are never routed. Two enabled sites
  * claiming one name: the first file in sorted order keeps it. Disabled sites claim nothing, but a
- * name only they list still finds them, so the caller can answer 503 instead of 421.
+ * name only they list still finds them, so the caller can answer 503 instead of 421. Configured
+ * names are checked by hostnameProblem when their file loads, so every name here can match.
  */
+import { domainToASCII } from 'node:url';
 
 /** What a router needs to know about a site. */
 export interface RoutableSite {
@@ -53,19 +55,9 @@ interface Table<S> {
   wildcard: Map<string, S>;
 }
 
-/** A configured name no request can ever match (an IPv6 literal, a misplaced `*`), for the log. */
-export interface UnroutableName {
-  hostname: string;
-  site: RoutableSite;
-}
-
-function claim<S extends RoutableSite>(table: Table<S>, site: S, conflicts: RouteConflict[], unroutable: UnroutableName[]): void {
+function claim<S extends RoutableSite>(table: Table<S>, site: S, conflicts: RouteConflict[]): void {
   for (const written of site.hostnames) {
     const name = normalizeName(written);
-    if (name === undefined) {
-      unroutable.push({ hostname: written, site });
-      continue;
-    }
     const map = name.startsWith('*.') ? table.wildcard : table.exact;
     const key = name.startsWith('*.') ? name.slice(1) : name;
     const owner = map.get(key);
@@ -74,13 +66,41 @@ function claim<S extends RoutableSite>(table: Table<S>, site: S, conflicts: Rout
   }
 }
 
-/** A configured hostname in lookup form (`*.` kept); undefined when it can never match. */
-export function normalizeName(written: string): string | undefined {
+const NON_ASCII = /[^\x00-\x7f]/;
+// Underscores are no DNS hostname characters but do occur in internal names (and nginx routes them).
+const LABEL = /^[a-z0-9_-]+$/;
+
+/**
+ * A configured hostname in lookup form: lower case, a trailing dot dropped, an internationalised
+ * name in its ASCII (punycode) form, which is what clients send in Host and SNI; `*.` kept.
+ */
+export function normalizeName(written: string): string {
   const wildcard = written.startsWith('*.');
-  const rest = normalizeHost(wildcard ? written.slice(2) : written);
-  // `*` only stands for labels as the first one: `*`, `a.*.b` or `*x.b` are no Host anyone sends.
-  if (rest === undefined || rest.includes('*')) return undefined;
+  let rest = (wildcard ? written.slice(2) : written).toLowerCase();
+  if (rest.endsWith('.')) rest = rest.slice(0, -1);
+  // domainToASCII answers '' for what is no domain; the name is then left for hostnameProblem to refuse.
+  if (NON_ASCII.test(rest)) rest = domainToASCII(rest) || rest;
   return wildcard ? `*.${rest}` : rest;
+}
+
+/**
+ * Why a configured hostname can never match a request, or undefined; runs when a site file loads.
+ * Labels of letters, digits, hyphens and underscores (after the punycode conversion), `*.` only as the whole
+ * first label, DNS length limits (63 per label, 253 in all).
+ */
+export function hostnameProblem(written: string): string | undefined {
+  const name = normalizeName(written);
+  const rest = name.startsWith('*.') ? name.slice(2) : name;
+  if (NON_ASCII.test(rest)) return 'is no valid internationalised name';
+  if (rest.length > 253) return 'is longer than 253 characters';
+  for (const label of rest.split('.')) {
+    if (label === '') return 'has an empty label (a leading dot or two dots in a row)';
+    if (label.length > 63) return 'has a label longer than 63 characters';
+    if (LABEL.test(label)) continue;
+    if (label.includes('*')) return 'uses * other than as the whole first label (write *.example.com)';
+    return 'may hold only letters, digits, hyphens, underscores and dots (no spaces, ports or IPv6 literals: those are never routed)';
+  }
+  return undefined;
 }
 
 function lookup<S>(table: Table<S>, host: string): S | undefined {
@@ -100,15 +120,13 @@ function lookup<S>(table: Table<S>, host: string): S | undefined {
  * sorted file order (that order breaks ties). Conflicts among enabled sites are returned for the
  * caller to log; the returned closure does two map lookups per label at most.
  */
-export function createHostRouter<S extends RoutableSite>(sites: readonly S[]): { route: HostRouter<S>; conflicts: RouteConflict[]; unroutable: UnroutableName[] } {
+export function createHostRouter<S extends RoutableSite>(sites: readonly S[]): { route: HostRouter<S>; conflicts: RouteConflict[] } {
   const enabled: Table<S> = { exact: new Map(), wildcard: new Map() };
   const disabled: Table<S> = { exact: new Map(), wildcard: new Map() };
   const conflicts: RouteConflict[] = [];
-  const unroutable: UnroutableName[] = [];
-  for (const site of sites) claim(site.enabled ? enabled : disabled, site, site.enabled ? conflicts : [], unroutable);
+  for (const site of sites) claim(site.enabled ? enabled : disabled, site, site.enabled ? conflicts : []);
   return {
     conflicts,
-    unroutable,
     route: function routeHost(raw) {
       const host = normalizeHost(raw);
       if (host === undefined) return undefined;

@@ -21,9 +21,13 @@ export const proxyRole: RoleDefinition = {
     const serveCmd = cmd.command('serve', { isDefault: true }).description('run the proxy (the default: `osproxy --root DIR`)');
     serveCmd.copyInheritedSettings(cmd);
     serveCmd.option('-r, --root <dir>', ROOT_HELP, '.').action(serve);
+    // The option belongs to serve (and check), but `osproxy --root DIR` is how it is run, so the
+    // top help names it too.
+    cmd.addHelpText('after', `\nServing (the default command):\n  -r, --root <dir>  ${ROOT_HELP} (default: ".")\n`);
     subcommand(cmd, 'check', 'validate config.yaml and every site file, print every problem and exit 1, or print ok')
       .option('-r, --root <dir>', ROOT_HELP, '.')
       .action((opts: { root: string }) => {
+        // The same per-file and cross-file checks a start makes (duplicate ids, contested hostnames).
         const files = loadProxyFiles(opts.root);
         reportProblemsOf(files.errors);
         reportCheck(files);

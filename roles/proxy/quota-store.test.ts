@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openQuotaStore, windowStart, type QuotaExceeded } from './quota-store.ts';
@@ -17,7 +17,7 @@ test('counters persist, quota_exceeded fires once per window, a new window start
   const seen: QuotaExceeded[] = [];
   const settings = { monthly_quota_bytes: 1000, quota_reset_day: 10 };
   const nov = new Date('2026-11-20T00:00:00Z');
-  const a = openQuotaStore({ dataDir: dir, onExceeded: (e) => seen.push(e), onWriteError: (e) => assert.fail(String(e)) });
+  const a = openQuotaStore({ dataDir: dir, onExceeded: (e) => seen.push(e), onWriteError: (e) => assert.fail(String(e)), onCorrupt: (e) => assert.fail(JSON.stringify(e)) });
   assert.equal(statSync(dir).mode & 0o777, 0o700);
   a.add('s', settings, 600, nov);
   assert.equal(a.isOver('s', settings, nov), false);
@@ -26,7 +26,7 @@ test('counters persist, quota_exceeded fires once per window, a new window start
   assert.equal(a.isOver('s', settings, nov), true);
   assert.equal(seen.length, 1);
   a.close();
-  const b = openQuotaStore({ dataDir: dir, onExceeded: (e) => seen.push(e), onWriteError: () => undefined });
+  const b = openQuotaStore({ dataDir: dir, onExceeded: (e) => seen.push(e), onWriteError: () => undefined, onCorrupt: () => undefined });
   assert.deepEqual(b.usage('s', settings, nov), { window_start: '2026-11-10', bytes: 1200, limit: 1000, exceeded: true });
   assert.equal(b.isOver('s', settings, nov), true);
   assert.equal(seen.length, 1, 'once per window, across restarts');
@@ -37,7 +37,7 @@ test('counters persist, quota_exceeded fires once per window, a new window start
 });
 
 test('a reset day moved back keeps the count (the new window holds the old); moved ahead it starts over', () => {
-  const store = openQuotaStore({ dataDir: join(mkdtempSync(join(tmpdir(), 'hk-quota-')), 'data'), onExceeded: () => undefined, onWriteError: () => undefined });
+  const store = openQuotaStore({ dataDir: join(mkdtempSync(join(tmpdir(), 'hk-quota-')), 'data'), onExceeded: () => undefined, onWriteError: () => undefined, onCorrupt: () => undefined });
   const today = new Date('2026-11-26T12:00:00Z');
   const limit = { monthly_quota_bytes: 1000, quota_reset_day: 1 };
   store.add('s', limit, 1200, today);
@@ -54,5 +54,29 @@ test('a reset day moved back keeps the count (the new window holds the old); mov
 test('a damaged counter file refuses to open instead of resetting every quota', () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-quota-'));
   writeFileSync(join(dir, 'quota.json'), '{"version":1,"sites":{"s":');
-  assert.throws(() => openQuotaStore({ dataDir: dir, onExceeded: () => undefined, onWriteError: () => undefined }), /quota\.json: cannot read the quota counters/);
+  assert.throws(() => openQuotaStore({ dataDir: dir, onExceeded: () => undefined, onWriteError: () => undefined, onCorrupt: () => undefined }), /quota\.json: cannot read the quota counters/);
+});
+
+test('a counter with a negative, fractional or missing byte count is reported and counts from zero; the others load', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-quota-'));
+  const file = join(dir, 'quota.json');
+  const nov = new Date('2026-11-20T00:00:00Z');
+  const good = { window: '2026-11-01', bytes: 700, notified: false };
+  writeFileSync(
+    file,
+    JSON.stringify({ version: 1, sites: { neg: { ...good, bytes: -5 }, frac: { ...good, bytes: 1.5 }, text: { ...good, bytes: '9' }, win: { ...good, window: 'soon' }, ok: good } }),
+  );
+  const corrupt: { file: string; site: string; value: unknown }[] = [];
+  const store = openQuotaStore({ dataDir: dir, onExceeded: () => undefined, onWriteError: () => undefined, onCorrupt: (e) => corrupt.push(e) });
+  assert.deepEqual(
+    corrupt.map((c) => [c.file, c.site]),
+    ['neg', 'frac', 'text', 'win'].map((site) => [file, site]),
+  );
+  const limit = { monthly_quota_bytes: 1000, quota_reset_day: null };
+  for (const site of ['neg', 'frac', 'text', 'win']) assert.equal(store.usage(site, limit, nov).bytes, 0, site);
+  assert.equal(store.usage('ok', limit, nov).bytes, 700);
+  store.add('neg', limit, 10, nov);
+  store.track(['neg']);
+  store.close();
+  assert.equal((JSON.parse(readFileSync(file, 'utf8')) as { sites: Record<string, { bytes: number }> }).sites['neg']?.bytes, 10, 'the file gets the counter from zero');
 });

@@ -93,7 +93,15 @@ export function windowStart(now: Date, resetDay: number | null): string {
   return `${y}-${String(m + 1).padStart(2, '0')}-${String(day).padStart(2, '0')}`;
 }
 
-function readCounters(file: string): Map<string, Counter> {
+/** A counter's window as written: YYYY-MM-DD. */
+const WINDOW_TEXT = /^[0-9]{4}-[0-9]{2}-[0-9]{2}$/;
+
+/**
+ * Reads quota.json. A file that does not parse throws (every quota would silently reset); one
+ * site's counter that is no window and byte count (negative, fractional, not a number) is
+ * reported through `onCorrupt` and counts from zero, so that site's quota is never skipped silently.
+ */
+function readCounters(file: string, onCorrupt: (site: string, value: unknown) => void): Map<string, Counter> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -109,7 +117,11 @@ function readCounters(file: string): Map<string, Counter> {
   }
   const out = new Map<string, Counter>();
   for (const [id, c] of Object.entries(parsed.sites ?? {})) {
-    if (typeof c?.window === 'string' && Number.isFinite(c.bytes)) out.set(id, { window: c.window, bytes: c.bytes, notified: c.notified === true });
+    if (typeof c?.window === 'string' && WINDOW_TEXT.test(c.window) && Number.isSafeInteger(c.bytes) && c.bytes >= 0) {
+      out.set(id, { window: c.window, bytes: c.bytes, notified: c.notified === true });
+    } else {
+      onCorrupt(id, c);
+    }
   }
   return out;
 }
@@ -200,13 +212,21 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
  * start on the main thread and throws when the file exists but cannot be parsed, so a damaged
  * file never silently resets every quota. The main thread writes the file; workers only count.
  */
-export function openQuotaStore(opts: { dataDir: string; table?: SharedTable; onExceeded: (e: QuotaExceeded) => void; onWriteError: (err: unknown) => void }): QuotaStore {
+export function openQuotaStore(opts: {
+  dataDir: string;
+  table?: SharedTable;
+  onExceeded: (e: QuotaExceeded) => void;
+  onWriteError: (err: unknown) => void;
+  /** A site's counter in the file is damaged and starts from zero; runs at most once per site, at open. */
+  onCorrupt: (e: { file: string; site: string; value: unknown }) => void;
+}): QuotaStore {
   makeDirs(opts.dataDir, 0o700);
   const file = join(opts.dataDir, FILE);
   const table = opts.table ?? SharedTable.create();
   const known = new Set<string>();
+  const saved = readCounters(file, (site, value) => opts.onCorrupt({ file, site, value }));
   table.lock();
-  for (const [id, c] of readCounters(file)) {
+  for (const [id, c] of saved) {
     const at = table.find(PREFIX, 0, true, id);
     if (at === -1) continue;
     table.values[at + WINDOW] = windowNumber(c.window);

@@ -14,7 +14,7 @@ import { globalFileOf, proxyGlobalSpec } from './config.ts';
 import { createAdminApi } from './admin-api.ts';
 import { createAdminAuth } from './admin-auth.ts';
 import { createBanList } from './ban-list.ts';
-import { openChallengeSecret, type ChallengeSecret } from './challenge-secret.ts';
+import { openChallengeSecret, type ChallengeSecret, type SecretLoad } from './challenge-secret.ts';
 import { createChallengeTokens } from './challenge-tokens.ts';
 import { createConnectionSlots } from './connection-slots.ts';
 import { createConfigWriter } from './config-writer.ts';
@@ -70,6 +70,11 @@ function applyLogLevel(logger: AppLogger, gen: Generation): void {
   if (logger.level !== level) logger.level = level;
 }
 
+/** Logs a challenge secret made anew (at start or on a reload): every clearance issued before is void. */
+function logSecretLoad(logger: AppLogger, secret: ChallengeSecret, how: SecretLoad): void {
+  if (how !== 'read') logger.warn({ how, file: secret.file }, 'new challenge secret: earlier clearances are invalid');
+}
+
 /** Runs the proxy until a signal stops it; resolves once every listener is up. */
 export async function serveProxy(rootArg: string): Promise<void> {
   const root = resolve(rootArg);
@@ -110,6 +115,7 @@ function createServices(dataDir: string, table: SharedTable, secret: ChallengeSe
     table,
     onExceeded: notices.quotaExceeded,
     onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
+    onCorrupt: ({ file, site, value }) => logger.warn({ file, site, value }, 'quota counter of a site is damaged (not a window and a byte count of 0 or more): it counts from zero'),
   });
   const services: PipelineServices = {
     quota,
@@ -169,6 +175,8 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
       bus = createEventBus(startGlobal.events.channel_capacity, (err) => logger.error({ err }, 'telemetry subscriber failed'));
       const dataDir = isAbsolute(startGlobal.data_dir) ? startGlobal.data_dir : join(root, startGlobal.data_dir);
       secret = openChallengeSecret(dataDir);
+      // The first start makes the file; only a damaged one (replaced) voids clearances.
+      if (secret.opened === 'replaced') logSecretLoad(logger, secret, secret.opened);
       created = createServices(dataDir, table, secret, notices, logger);
       return created.services;
     },
@@ -258,8 +266,7 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
     applyLogLevel(logger, gen);
     // A deleted (or replaced) secret applies without a restart: every clearance ends.
     try {
-      const how = challengeSecret.load();
-      if (how !== 'read') logger.warn({ how }, 'new challenge secret: earlier clearances are invalid');
+      logSecretLoad(logger, challengeSecret, challengeSecret.load());
     } catch (err) {
       logger.error({ err }, 'cannot read the challenge secret: the current one stays');
     }

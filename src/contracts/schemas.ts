@@ -1411,20 +1411,23 @@ export const proxyGlobalConfigSchema: SchemaNode = {
         "channel_capacity": {
           "type": "integer",
           "minimum": 64,
+          "maximum": 1048576,
           "default": 65536,
-          "description": "telemetry broadcast capacity, minimum 64; events are dropped and counted under congestion"
+          "description": "telemetry broadcast capacity, 64 to 1048576; events are dropped and counted under congestion"
         },
         "recent_buffer": {
           "type": "integer",
           "minimum": 1,
+          "maximum": 100000,
           "default": 10000,
-          "description": "per-site ring of recent request events"
+          "description": "per-site ring of recent request events, at most 100000 (held in memory for every site)"
         },
         "aggregate_retention_hours": {
           "type": "integer",
           "minimum": 1,
+          "maximum": 744,
           "default": 168,
-          "description": "retention of per-minute aggregates (hours)"
+          "description": "retention of per-minute aggregates (hours), at most 744 (31 days; held in memory)"
         }
       }
     }
@@ -1516,8 +1519,9 @@ export const proxySiteConfigSchema: SchemaNode = {
         "max_idle_per_host": {
           "type": "integer",
           "minimum": 0,
+          "maximum": 10000,
           "default": 32,
-          "description": "idle origin connections kept per host"
+          "description": "idle origin connections kept per host, at most 10000"
         }
       }
     },
@@ -1552,8 +1556,9 @@ export const proxySiteConfigSchema: SchemaNode = {
             "null"
           ],
           "minimum": 0,
+          "maximum": 63072000,
           "default": null,
-          "description": "if set, HTTPS responses carry Strict-Transport-Security: max-age=<n>"
+          "description": "if set, HTTPS responses carry Strict-Transport-Security: max-age=<n> (seconds, at most 63072000: two years)"
         }
       }
     },
@@ -1653,14 +1658,16 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "requests": {
                   "type": "integer",
                   "minimum": 0,
+                  "maximum": 1000000000,
                   "default": 300,
-                  "description": "requests allowed per window per client IP"
+                  "description": "requests allowed per window per client IP, at most 1000000000"
                 },
                 "window_secs": {
                   "type": "integer",
                   "minimum": 1,
+                  "maximum": 86400,
                   "default": 60,
-                  "description": "window length (seconds); must be above 0"
+                  "description": "window length (seconds), 1 to 86400 (a day)"
                 }
               }
             },
@@ -1672,14 +1679,16 @@ export const proxySiteConfigSchema: SchemaNode = {
                 "requests": {
                   "type": "integer",
                   "minimum": 0,
+                  "maximum": 1000000000,
                   "default": 5000,
-                  "description": "requests allowed per window per site"
+                  "description": "requests allowed per window per site, at most 1000000000"
                 },
                 "window_secs": {
                   "type": "integer",
                   "minimum": 1,
+                  "maximum": 86400,
                   "default": 10,
-                  "description": "window length (seconds); must be above 0"
+                  "description": "window length (seconds), 1 to 86400 (a day)"
                 }
               }
             },
@@ -1695,14 +1704,16 @@ export const proxySiteConfigSchema: SchemaNode = {
             "ban_after_violations": {
               "type": "integer",
               "minimum": 0,
+              "maximum": 1000000,
               "default": 0,
-              "description": "violations inside one window before a temp ban; 0 = never"
+              "description": "violations inside one window before a temp ban; 0 = never, at most 1000000"
             },
             "ban_duration_secs": {
               "type": "integer",
               "minimum": 1,
+              "maximum": 86400,
               "default": 600,
-              "description": "base ban length (seconds); repeat offenders double, capped at 24 h"
+              "description": "base ban length (seconds), at most 86400; repeat offenders double, capped at 24 h"
             }
           }
         },
@@ -1714,14 +1725,16 @@ export const proxySiteConfigSchema: SchemaNode = {
             "per_ip": {
               "type": "integer",
               "minimum": 0,
+              "maximum": 1000000,
               "default": 0,
-              "description": "max concurrent in-flight requests per IP; 0 = unlimited (rule conn.per_ip)"
+              "description": "max concurrent in-flight requests per IP; 0 = unlimited (rule conn.per_ip); at most 1000000"
             },
             "per_site": {
               "type": "integer",
               "minimum": 0,
+              "maximum": 1000000,
               "default": 0,
-              "description": "max concurrent in-flight requests per site; 0 = unlimited (rule conn.per_site)"
+              "description": "max concurrent in-flight requests per site; 0 = unlimited (rule conn.per_site); at most 1000000"
             }
           }
         },
@@ -1733,26 +1746,30 @@ export const proxySiteConfigSchema: SchemaNode = {
             "max_uri_bytes": {
               "type": "integer",
               "minimum": 1,
+              "maximum": 1048576,
               "default": 8192,
-              "description": "longer request targets are rejected"
+              "description": "longer request targets are rejected; at most 1048576 (the parser holds the request head in memory)"
             },
             "max_header_bytes": {
               "type": "integer",
               "minimum": 1,
+              "maximum": 1048576,
               "default": 32768,
-              "description": "header section cap (bytes)"
+              "description": "header section cap (bytes), at most 1048576 (held in memory)"
             },
             "max_body_bytes": {
               "type": "integer",
               "minimum": 0,
+              "maximum": 9007199254740991,
               "default": 16777216,
-              "description": "larger bodies get 413; chunked bodies are cut mid-stream"
+              "description": "larger bodies get 413; chunked bodies are cut mid-stream (bytes)"
             },
             "body_inspect_bytes": {
               "type": "integer",
               "minimum": 0,
+              "maximum": 1048576,
               "default": 65536,
-              "description": "max body bytes buffered for the WAF (only when waf.inspect_body is on and the type is text-like)"
+              "description": "max body bytes buffered for the WAF (only when waf.inspect_body is on and the type is text-like), at most 1048576"
             },
             "allowed_methods": {
               "type": "array",
@@ -1916,14 +1933,16 @@ export const proxySiteConfigSchema: SchemaNode = {
             "difficulty": {
               "type": "integer",
               "minimum": 1,
+              "maximum": 64,
               "default": 4,
-              "description": "leading zero hex nibbles; each +1 multiplies work by 16; effectively capped at 16"
+              "description": "leading zero hex nibbles (1-64); each +1 multiplies work by 16; effectively capped at 16"
             },
             "ttl_secs": {
               "type": "integer",
               "minimum": 1,
+              "maximum": 2592000,
               "default": 1800,
-              "description": "clearance cookie lifetime (seconds)"
+              "description": "clearance cookie lifetime (seconds), at most 2592000 (30 days)"
             }
           }
         },
@@ -1971,14 +1990,16 @@ export const proxySiteConfigSchema: SchemaNode = {
             "threshold_rps": {
               "type": "number",
               "exclusiveMinimum": 0,
+              "maximum": 1000000000,
               "default": 800,
-              "description": "site requests per second that trigger tightening"
+              "description": "site requests per second that trigger tightening, at most 1000000000"
             },
             "duration_secs": {
               "type": "integer",
               "minimum": 1,
+              "maximum": 86400,
               "default": 300,
-              "description": "mitigation length (seconds), renewed while the flood continues"
+              "description": "mitigation length (seconds), at most 86400, renewed while the flood continues"
             },
             "factor": {
               "type": "number",
@@ -2002,8 +2023,9 @@ export const proxySiteConfigSchema: SchemaNode = {
             "null"
           ],
           "minimum": 0,
+          "maximum": 9007199254740991,
           "default": null,
-          "description": "total up + down bytes per month; null = unlimited"
+          "description": "total up + down bytes per month; null = unlimited; at most 2^53-1"
         },
         "quota_action": {
           "type": "string",
@@ -2030,8 +2052,9 @@ export const proxySiteConfigSchema: SchemaNode = {
             "null"
           ],
           "minimum": 1,
+          "maximum": 9007199254740991,
           "default": null,
-          "description": "site-wide send-rate cap (bytes/sec, shared token bucket); null = no cap"
+          "description": "site-wide send-rate cap (bytes/sec, shared token bucket); null = no cap; at most 2^53-1"
         },
         "max_ip_bps": {
           "type": [
@@ -2039,8 +2062,9 @@ export const proxySiteConfigSchema: SchemaNode = {
             "null"
           ],
           "minimum": 1,
+          "maximum": 9007199254740991,
           "default": null,
-          "description": "per-client-IP send-rate cap (bytes/sec); null = no cap"
+          "description": "per-client-IP send-rate cap (bytes/sec); null = no cap; at most 2^53-1"
         }
       }
     },
@@ -2057,14 +2081,16 @@ export const proxySiteConfigSchema: SchemaNode = {
         "idle_timeout_secs": {
           "type": "integer",
           "minimum": 0,
+          "maximum": 31536000,
           "default": 3600,
-          "description": "close tunnels idle this long (seconds); pings count; 0 = never"
+          "description": "close tunnels idle this long (seconds); pings count; 0 = never; at most 31536000 (a year)"
         },
         "max_lifetime_secs": {
           "type": "integer",
           "minimum": 0,
+          "maximum": 31536000,
           "default": 0,
-          "description": "hard cap on tunnel age (seconds); 0 = unlimited"
+          "description": "hard cap on tunnel age (seconds); 0 = unlimited; at most 31536000 (a year)"
         }
       }
     }

@@ -966,15 +966,15 @@ export interface ProxyGlobalConfig {
    */
   events: {
     /**
-     * telemetry broadcast capacity, minimum 64; events are dropped and counted under congestion
+     * telemetry broadcast capacity, 64 to 1048576; events are dropped and counted under congestion
      */
     channel_capacity: number;
     /**
-     * per-site ring of recent request events
+     * per-site ring of recent request events, at most 100000 (held in memory for every site)
      */
     recent_buffer: number;
     /**
-     * retention of per-minute aggregates (hours)
+     * retention of per-minute aggregates (hours), at most 744 (31 days; held in memory)
      */
     aggregate_retention_hours: number;
   };
@@ -1024,7 +1024,7 @@ export interface ProxySiteConfig {
      */
     keepalive_secs: number;
     /**
-     * idle origin connections kept per host
+     * idle origin connections kept per host, at most 10000
      */
     max_idle_per_host: number;
   };
@@ -1049,7 +1049,7 @@ export interface ProxySiteConfig {
      */
     redirect_http_to_https: boolean;
     /**
-     * if set, HTTPS responses carry Strict-Transport-Security: max-age=<n>
+     * if set, HTTPS responses carry Strict-Transport-Security: max-age=<n> (seconds, at most 63072000: two years)
      */
     hsts_max_age: number | null;
   };
@@ -1108,11 +1108,11 @@ export interface ProxySiteConfig {
        */
       per_ip: {
         /**
-         * requests allowed per window per client IP
+         * requests allowed per window per client IP, at most 1000000000
          */
         requests: number;
         /**
-         * window length (seconds); must be above 0
+         * window length (seconds), 1 to 86400 (a day)
          */
         window_secs: number;
       };
@@ -1121,11 +1121,11 @@ export interface ProxySiteConfig {
        */
       per_site: {
         /**
-         * requests allowed per window per site
+         * requests allowed per window per site, at most 1000000000
          */
         requests: number;
         /**
-         * window length (seconds); must be above 0
+         * window length (seconds), 1 to 86400 (a day)
          */
         window_secs: number;
       };
@@ -1134,11 +1134,11 @@ export interface ProxySiteConfig {
        */
       action: 'block' | 'challenge';
       /**
-       * violations inside one window before a temp ban; 0 = never
+       * violations inside one window before a temp ban; 0 = never, at most 1000000
        */
       ban_after_violations: number;
       /**
-       * base ban length (seconds); repeat offenders double, capped at 24 h
+       * base ban length (seconds), at most 86400; repeat offenders double, capped at 24 h
        */
       ban_duration_secs: number;
     };
@@ -1147,11 +1147,11 @@ export interface ProxySiteConfig {
      */
     connections: {
       /**
-       * max concurrent in-flight requests per IP; 0 = unlimited (rule conn.per_ip)
+       * max concurrent in-flight requests per IP; 0 = unlimited (rule conn.per_ip); at most 1000000
        */
       per_ip: number;
       /**
-       * max concurrent in-flight requests per site; 0 = unlimited (rule conn.per_site)
+       * max concurrent in-flight requests per site; 0 = unlimited (rule conn.per_site); at most 1000000
        */
       per_site: number;
     };
@@ -1160,19 +1160,19 @@ export interface ProxySiteConfig {
      */
     request_limits: {
       /**
-       * longer request targets are rejected
+       * longer request targets are rejected; at most 1048576 (the parser holds the request head in memory)
        */
       max_uri_bytes: number;
       /**
-       * header section cap (bytes)
+       * header section cap (bytes), at most 1048576 (held in memory)
        */
       max_header_bytes: number;
       /**
-       * larger bodies get 413; chunked bodies are cut mid-stream
+       * larger bodies get 413; chunked bodies are cut mid-stream (bytes)
        */
       max_body_bytes: number;
       /**
-       * max body bytes buffered for the WAF (only when waf.inspect_body is on and the type is text-like)
+       * max body bytes buffered for the WAF (only when waf.inspect_body is on and the type is text-like), at most 1048576
        */
       body_inspect_bytes: number;
       /**
@@ -1264,11 +1264,11 @@ export interface ProxySiteConfig {
        */
       mode: 'off' | 'auto' | 'on';
       /**
-       * leading zero hex nibbles; each +1 multiplies work by 16; effectively capped at 16
+       * leading zero hex nibbles (1-64); each +1 multiplies work by 16; effectively capped at 16
        */
       difficulty: number;
       /**
-       * clearance cookie lifetime (seconds)
+       * clearance cookie lifetime (seconds), at most 2592000 (30 days)
        */
       ttl_secs: number;
     };
@@ -1302,11 +1302,11 @@ export interface ProxySiteConfig {
        */
       enabled: boolean;
       /**
-       * site requests per second that trigger tightening
+       * site requests per second that trigger tightening, at most 1000000000
        */
       threshold_rps: number;
       /**
-       * mitigation length (seconds), renewed while the flood continues
+       * mitigation length (seconds), at most 86400, renewed while the flood continues
        */
       duration_secs: number;
       /**
@@ -1320,7 +1320,7 @@ export interface ProxySiteConfig {
    */
   bandwidth: {
     /**
-     * total up + down bytes per month; null = unlimited
+     * total up + down bytes per month; null = unlimited; at most 2^53-1
      */
     monthly_quota_bytes: number | null;
     /**
@@ -1332,11 +1332,11 @@ export interface ProxySiteConfig {
      */
     quota_reset_day: number | null;
     /**
-     * site-wide send-rate cap (bytes/sec, shared token bucket); null = no cap
+     * site-wide send-rate cap (bytes/sec, shared token bucket); null = no cap; at most 2^53-1
      */
     max_site_bps: number | null;
     /**
-     * per-client-IP send-rate cap (bytes/sec); null = no cap
+     * per-client-IP send-rate cap (bytes/sec); null = no cap; at most 2^53-1
      */
     max_ip_bps: number | null;
   };
@@ -1349,11 +1349,11 @@ export interface ProxySiteConfig {
      */
     enabled: boolean;
     /**
-     * close tunnels idle this long (seconds); pings count; 0 = never
+     * close tunnels idle this long (seconds); pings count; 0 = never; at most 31536000 (a year)
      */
     idle_timeout_secs: number;
     /**
-     * hard cap on tunnel age (seconds); 0 = unlimited
+     * hard cap on tunnel age (seconds); 0 = unlimited; at most 31536000 (a year)
      */
     max_lifetime_secs: number;
   };

@@ -66,7 +66,7 @@ test('an empty id is assigned from the file name and written back with every com
 
 test('a second file with an id already in use is skipped and logged', async () => {
   assert.equal((await get('dup-id.test')).status, 421);
-  assert.match(proxy.output(), /zz-dup\.yaml.*"id":"blog".*site id already used by an earlier file/);
+  assert.match(proxy.output(), /zz-dup\.yaml.*"id":"blog".*site id already used by another file: this file is not served/);
 });
 
 test('site files are picked up without a restart: changed, added, removed', async () => {
