@@ -1,22 +1,25 @@
 /**
  * The signed-in user's own account: `/account` and `/account/two-factor`, where TOTP is enrolled
  * (QR code and secret text, confirmed with a code; the ten recovery codes shown once) and turned
- * off again with the password. Root admins are sent here until they enable it.
+ * off again with the password (throttled like a sign-in). Root admins are sent here until they
+ * enable it.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../../../src/core/app-error.ts';
 import { currentEnrolment, disableTwoFactor, enableTwoFactor } from '../auth/two-factor.ts';
 import type { PanelContext } from '../context.ts';
+import { tooMany } from './auth-routes.ts';
 import { setFlash } from './flash.ts';
 import { formBody, formOf, inputField, postForm } from './forms.ts';
 import { html } from './html.ts';
 import type { Notice } from './layout.ts';
+import type { LoginThrottle } from './login-throttle.ts';
 import { csrfToken, seeOther, sendPage } from './respond.ts';
 import { markTwoFactorPassed } from './sessions.ts';
 import { currentSession, requireLogin } from './web-auth.ts';
 
 /** Registers the account pages on the web scope; runs once at app build. */
-export function registerAccountRoutes(web: FastifyInstance, ctx: PanelContext): void {
+export function registerAccountRoutes(web: FastifyInstance, ctx: PanelContext, throttle: LoginThrottle): void {
   const guard = { preHandler: requireLogin(ctx) };
 
   const twoFactorPage = async (req: FastifyRequest, reply: FastifyReply, status = 200, notices: Notice[] = []): Promise<FastifyReply> => {
@@ -78,12 +81,18 @@ ${user.root_admin === 1 ? html`<p><a href="/admin">Go to the admin area</a></p>`
   web.post('/account/two-factor/disable', guard, async (req, reply) => {
     const s = currentSession(req);
     const user = (await ctx.store.users.find(s.user.id)) ?? s.user;
+    // The password check counts like a sign-in: a stolen session cookie must not become a way to
+    // guess the password and switch two-factor off.
+    const key = `password|user:${user.id}|${req.ip}`;
+    const wait = throttle.take(key);
+    if (wait > 0) return twoFactorPage(req, reply, 429, [tooMany(reply, wait)]);
     try {
       await disableTwoFactor(ctx, user, formBody(req.body).password ?? '');
     } catch (err) {
       if (!isAppError(err) || err.status >= 500) throw err;
       return twoFactorPage(req, reply, 422, [{ kind: 'error', text: err.message }]);
     }
+    throttle.reset(key);
     await ctx.activity.log({ event: 'user:two-factor.delete', actor: { type: 'user', id: user.id }, ip: req.ip });
     setFlash(reply, 'success', 'Two-factor authentication is disabled.');
     return seeOther(reply, '/account/two-factor');

@@ -50,7 +50,7 @@ function checkpointPage(req: FastifyRequest, reply: FastifyReply, status = 200, 
   return sendPage(req, reply, { title: 'Two-factor authentication', body, status, notices });
 }
 
-function tooMany(reply: FastifyReply, seconds: number): Notice {
+export function tooMany(reply: FastifyReply, seconds: number): Notice {
   reply.header('retry-after', String(seconds));
   return { kind: 'error', text: `Too many failed attempts. Try again in ${Math.ceil(seconds / 60)} minute(s).` };
 }
@@ -84,13 +84,12 @@ export function registerAuthRoutes(web: FastifyInstance, ctx: PanelContext, thro
     // or email), so the 5 failures are per account and address; unknown logins count on their own.
     const user = await findLoginUser(ctx, login);
     const key = user === undefined ? `login|name:${login.toLowerCase()}|${req.ip}` : `login|user:${user.id}|${req.ip}`;
-    const wait = throttle.retryAfter(key);
+    const wait = throttle.take(key);
     if (wait > 0) return loginPage(req, reply, form, 429, [tooMany(reply, wait)]);
 
     dummyHash ??= hashPassword('hostkit-timing-equaliser');
     const ok = await verifyPassword(values.password ?? '', user?.password ?? (await dummyHash));
     if (user === undefined || !ok) {
-      throttle.fail(key);
       await ctx.activity.log({ event: 'auth:fail', actor: user === undefined ? undefined : { type: 'user', id: user.id }, properties: { username: login.slice(0, 191) }, ip: req.ip });
       return loginPage(req, reply, form, 401, [{ kind: 'error', text: BAD_CREDENTIALS }]);
     }
@@ -122,10 +121,9 @@ export function registerAuthRoutes(web: FastifyInstance, ctx: PanelContext, thro
     }
     if (sessionComplete(s)) return seeOther(reply, '/');
     const key = `checkpoint|${s.user.id}|${req.ip}`;
-    const wait = throttle.retryAfter(key);
+    const wait = throttle.take(key);
     if (wait > 0) return checkpointPage(req, reply, 429, [tooMany(reply, wait)]);
     if (!(await verifySecondFactor(ctx, s.user, formBody(req.body).code ?? ''))) {
-      throttle.fail(key);
       await ctx.activity.log({ event: 'auth:fail', actor: { type: 'user', id: s.user.id }, properties: { reason: 'two-factor' }, ip: req.ip });
       return checkpointPage(req, reply, 401, [{ kind: 'error', text: 'The two-factor code is not valid.' }]);
     }

@@ -12,32 +12,37 @@ test('html escapes interpolations, keeps nested html and raw, drops null/undefin
   assert.equal(html`${['<a>', html`<br>`]}`.value, '&lt;a&gt;<br>');
 });
 
-test('login throttle: 5 failures in the window block, the window slides, reset clears', () => {
+test('login throttle: 5 attempts in the window, counted when they start; the window slides, reset clears', () => {
   let now = 0;
   const t = createLoginThrottle({ now: () => now });
   for (let i = 0; i < 5; i++) {
-    assert.equal(t.retryAfter('k'), 0);
-    t.fail('k');
+    assert.equal(t.take('k'), 0);
     now += 60_000;
   }
-  // Failures at 0..4 min; at 5 min the oldest frees up at 15 min.
-  assert.equal(t.retryAfter('k'), 600);
-  assert.equal(t.retryAfter('other'), 0);
+  // Attempts at 0..4 min; at 5 min the oldest frees up at 15 min, and a refused attempt does not count.
+  assert.equal(t.take('k'), 600);
+  assert.equal(t.take('k'), 600);
+  assert.equal(t.take('other'), 0);
   now = 15 * 60_000;
-  assert.equal(t.retryAfter('k'), 0);
-  t.fail('k');
-  assert.ok(t.retryAfter('k') > 0);
+  assert.equal(t.take('k'), 0);
+  assert.ok(t.take('k') > 0);
   t.reset('k');
-  assert.equal(t.retryAfter('k'), 0);
+  assert.equal(t.take('k'), 0);
 });
 
-test('login throttle keeps at most maxKeys keys', () => {
-  const t = createLoginThrottle({ maxKeys: 2, limit: 1 });
-  t.fail('a');
-  t.fail('b');
-  t.fail('c');
-  assert.equal(t.retryAfter('a'), 0);
-  assert.ok(t.retryAfter('c') > 0);
+test('login throttle keeps at most maxKeys keys, and a spray of new keys does not flush a blocked one', () => {
+  const t = createLoginThrottle({ maxKeys: 3, limit: 2 });
+  t.take('target');
+  t.take('target');
+  assert.ok(t.take('target') > 0, 'blocked');
+  for (let i = 0; i < 100; i++) t.take(`spray-${i}`);
+  assert.ok(t.take('target') > 0, 'still blocked after 100 other keys');
+  // Keys under their limit go first, the stalest of them: spray-0 was forgotten long ago.
+  assert.equal(t.take('spray-0'), 0);
+  const full = createLoginThrottle({ maxKeys: 2, limit: 1 });
+  for (const k of ['a', 'b', 'c']) full.take(k);
+  assert.equal(full.take('a'), 0, 'all blocked: the stalest goes');
+  assert.ok(full.take('c') > 0);
 });
 
 test('form values become typed service input', () => {

@@ -44,9 +44,10 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 /**
  * Pages may load scripts and styles from the panel itself (addon charts), images from data: URLs
- * (the 2FA QR code), and never run inline script or sit in a frame.
+ * (the 2FA QR code), and never run inline script or sit in a frame. Every page of the web scope
+ * gets them; a page served elsewhere (the operations API's HTML settings view) sets them itself.
  */
-const SECURITY_HEADERS = {
+export const SECURITY_HEADERS = {
   'content-security-policy': "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
@@ -75,7 +76,8 @@ export interface WebOptions {
 /** Registers the web plugins, hooks and routes on the app's web scope; runs once at app build. */
 export async function registerWebRoutes(app: FastifyInstance, ctx: PanelContext, opts: WebOptions = {}): Promise<void> {
   const secure = ctx.config.base_url.startsWith('https:');
-  await app.register(fastifyCookie, { secret: ctx.appKey.derive('cookie') });
+  // parseOptions are also the defaults of every cookie set here: none goes out without Secure under an https base_url.
+  await app.register(fastifyCookie, { secret: ctx.appKey.derive('cookie'), parseOptions: { secure } });
   await app.register(fastifyFormbody);
   await app.register(fastifyCsrf, {
     sessionPlugin: '@fastify/cookie',
@@ -106,7 +108,7 @@ export async function registerWebRoutes(app: FastifyInstance, ctx: PanelContext,
   registerCoreNav();
   const throttle = opts.throttle ?? createLoginThrottle();
   registerAuthRoutes(app, ctx, throttle);
-  registerAccountRoutes(app, ctx);
+  registerAccountRoutes(app, ctx, throttle);
   await app.register(async (admin) => {
     admin.addHook('preHandler', requireAdmin(ctx));
     registerAdminOverview(admin, ctx);

@@ -167,3 +167,46 @@ test('a non-admin gets 403 on admin pages; a root admin without 2FA is sent to e
   assert.equal(xss.statusCode, 422);
   assert.doesNotMatch(xss.body, /<b>x<\/b>/);
 });
+
+test('login attempts sent in parallel count before the password is checked: 5 are checked, the rest get 429', async () => {
+  await createUser(ctx, { username: 'racer', email: 'racer@example.com', password: 'racer-password' });
+  const c = client(app);
+  await c.get('/auth/login');
+  const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => c.post('/auth/login', { username: 'racer', password: `wrong-${i}` })));
+  const codes = answers.map((r) => r.statusCode).sort();
+  assert.deepEqual(codes, [...Array<number>(5).fill(401), ...Array<number>(7).fill(429)]);
+  assert.equal((await c.post('/auth/login', { username: 'racer', password: 'racer-password' })).statusCode, 429, 'the right password waits too');
+});
+
+test('the password check that turns two-factor off is throttled like a sign-in', async () => {
+  await createUser(ctx, { username: 'twofa', email: 'twofa@example.com', password: 'twofa-password' });
+  const c = client(app);
+  await c.get('/auth/login');
+  assert.equal((await c.post('/auth/login', { username: 'twofa', password: 'twofa-password' })).statusCode, 303);
+  const secret = /id="totp-secret">([A-Z2-7]+)</.exec((await c.get('/account/two-factor')).body)?.[1] ?? '';
+  assert.equal((await c.post('/account/two-factor/enable', { code: generateSync({ secret }) })).statusCode, 200);
+  await c.get('/account/two-factor');
+  for (let i = 0; i < 5; i++) assert.equal((await c.post('/account/two-factor/disable', { password: `guess-${i}` })).statusCode, 422);
+  const blocked = await c.post('/account/two-factor/disable', { password: 'twofa-password' });
+  assert.equal(blocked.statusCode, 429);
+  assert.ok(Number(blocked.headers['retry-after']) > 0);
+  assert.equal((await ctx.store.users.findBy({ username: 'twofa' }))?.use_totp, 1, 'two-factor stays on');
+});
+
+test('under an https base_url every cookie of the web is Secure, the flash notice too', async () => {
+  const secureCtx = createTestContext({ base_url: 'https://panel.example.test' });
+  const secureApp = await createPanelApp(secureCtx);
+  try {
+    const c = client(secureApp);
+    const page = await c.get('/auth/login');
+    // No session: the checkpoint sends the visitor back with a flash notice.
+    const res = await c.post('/auth/login/checkpoint', { code: '123456' });
+    assert.equal(res.statusCode, 303);
+    const cookies = [page, res].flatMap((r) => r.cookies as { name: string; secure?: boolean }[]);
+    assert.ok(cookies.some((k) => k.name === 'hostkit_flash'), 'a flash cookie was set');
+    for (const k of cookies) assert.equal(k.secure, true, `${k.name} is Secure`);
+  } finally {
+    await secureApp.close();
+    secureCtx.store.close();
+  }
+});

@@ -299,6 +299,10 @@ describe('panel operations suite: settings, tags, naming, templates', () => {
     const settings = await panel.api(admin, 'GET', '/api/application/ops/settings');
     assert.equal(settings.status, 200);
     assert.match(settings.text, /<th>allocation_page_size<\/th><td>20<\/td>/);
+    // An HTML page outside the web scope carries the pages' security headers all the same.
+    const headers = (await fetch(`${panel.url}/api/application/ops/settings`, { headers: { authorization: `Bearer ${admin}` } })).headers;
+    assert.match(headers.get('content-security-policy') ?? '', /frame-ancestors 'none'/);
+    assert.equal(headers.get('x-content-type-options'), 'nosniff');
   });
 
   it('keeps templates with revisions, clones, favorites and stripped configs', async () => {

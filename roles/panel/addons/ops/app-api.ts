@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify';
 import { AppError } from '../../../../src/core/app-error.ts';
 import type { PanelContext } from '../../context.ts';
 import { authenticateKey } from '../../services/api-keys.ts';
-import { html, layout } from '../../web/index.ts';
+import { html, layout, SECURITY_HEADERS } from '../../web/index.ts';
 import { pathId, whoOf, type Handlers } from './handlers.ts';
 import { tagAttributes, type OpsService } from './service.ts';
 
@@ -47,6 +47,6 @@ export function registerOpsApplicationApi(api: FastifyInstance, ctx: PanelContex
   api.get('/settings', async (_req, reply) => {
     const s = await service.settings();
     const body = html`<h1>Operations settings</h1><table id="ops-settings">${Object.entries(s).map(([k, v]) => html`<tr><th>${k}</th><td>${v === null ? 'not set' : String(v)}</td></tr>`)}</table>`;
-    return reply.type('text/html; charset=utf-8').send(layout({ title: 'Operations settings', body }));
+    return reply.headers(SECURITY_HEADERS).type('text/html; charset=utf-8').send(layout({ title: 'Operations settings', body }));
   });
 }

@@ -78,12 +78,11 @@ export function registerTrashClientRoutes(api: FastifyInstance, kit: ClientApiKi
   // Counts the request; past the limit, 429 with Retry-After.
   const throttled = (limit: ReturnType<typeof createLoginThrottle>, call: FileCall, reply: FastifyReply): void => {
     const key = `${call.actor.id}:${call.access.server.id}`;
-    const wait = limit.retryAfter(key);
+    const wait = limit.take(key);
     if (wait > 0) {
       void reply.header('retry-after', String(wait));
       throw new AppError('ERR_TOO_MANY_REQUESTS', `too many requests; retry in ${wait} seconds`, { status: 429 });
     }
-    limit.fail(key);
   };
   const callOf = async (req: FastifyRequest, ...permissions: string[]): Promise<FileCall> => kit.call(req, await kit.access(req, ...permissions));
 
