@@ -61,7 +61,14 @@ function describe(e: ErrorObject): FieldProblem {
 export function createValidator<T>(schema: object): (input: unknown) => T {
   const validate: ValidateFunction = ajv.compile({ type: 'object', additionalProperties: false, ...schema });
   return (input) => {
-    const copy = structuredClone(input ?? {});
+    let copy: unknown;
+    try {
+      copy = structuredClone(input ?? {});
+    } catch (err) {
+      // JSON nested thousands deep (a body parses fine) overflows the clone's recursion.
+      if (!(err instanceof RangeError)) throw err;
+      throw validationError([{ field: '', rule: 'depth', detail: 'the request is nested too deeply' }]);
+    }
     if (!validate(copy)) throw validationError((validate.errors ?? []).map(describe));
     return copy as T;
   };
@@ -71,6 +78,8 @@ export const USERNAME = { type: 'string', minLength: 1, maxLength: 191, pattern:
 export const EMAIL = { type: 'string', maxLength: 191, pattern: '^[^@\\s]+@[^@\\s]+$', description: 'must be a valid email address' };
 export const NAME = { type: 'string', minLength: 1, maxLength: 191 };
 export const TEXT = { type: 'string', maxLength: 2000 };
-export const ID = { type: 'integer', minimum: 1 };
-export const COUNT = { type: 'integer', minimum: 0 };
+/** Ids and counts fit a signed 32-bit column, as Pterodactyl's do: 1e300 is an integer to JSON Schema too. */
+const INT_MAX = 2_147_483_647;
+export const ID = { type: 'integer', minimum: 1, maximum: INT_MAX };
+export const COUNT = { type: 'integer', minimum: 0, maximum: INT_MAX };
 export const FLAG = { type: 'boolean' };
