@@ -54,7 +54,8 @@ export function currentSession(req: FastifyRequest): WebSession {
 }
 
 /** Whether the client reads HTML (a browser) rather than JSON (an addon page's fetch). */
-function wantsHtml(req: FastifyRequest): boolean {
+/** Whether the client is a browser page (text/html in Accept); other clients get the API envelope. */
+export function wantsHtml(req: FastifyRequest): boolean {
   return (req.headers.accept ?? '').includes('text/html');
 }
 

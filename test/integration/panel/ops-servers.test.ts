@@ -166,6 +166,20 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     assert.equal((db.prepare('SELECT COUNT(*) AS n FROM servers').get() as { n: number }).n, 2);
   });
 
+  it('fails only the entry that is not an object or has a name that is not a string', async () => {
+    const r = await web.request('POST', '/admin/ops/multicreate', { servers: ['str', 5, null, [1], entry({ name: 5 }), entry({ name: { a: 1 } })] });
+    assert.equal(r.status, 200, r.text);
+    const body = r.body as { results: Result[]; summary: { total: number; success: number; failed: number } };
+    assert.deepEqual(body.summary, { total: 6, success: 0, failed: 6 });
+    assert.ok(body.results.every((x) => x.success === false && x.name === ''));
+    assert.match(body.results[0]?.error ?? '', /the servers.0 entry must be an object/);
+    assert.match(body.results[3]?.error ?? '', /the servers.3 entry must be an object/);
+    assert.match(body.results[4]?.error ?? '', /the name field must be a string/);
+    assert.match(body.results[5]?.error ?? '', /the name field must be a string/);
+    assert.equal((db.prepare('SELECT COUNT(*) AS n FROM servers').get() as { n: number }).n, 2, 'nothing was created');
+    assert.equal((await web.request('POST', '/admin/ops/multicreate', { servers: 'x' })).status, 422, 'the array itself is still checked');
+  });
+
   it('creates alike servers from the page form', async () => {
     const r = await web.post('/admin/ops/multicreate', { count: '2', name: '', owner_id: String(ownerId), node_id: String(infra.nodeB), egg_id: String(infra.egg), memory: '2048', swap: '0', disk: '1024', io: '500', cpu: '100' });
     assert.equal(r.status, 200, r.text.slice(0, 1000));
@@ -393,6 +407,10 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     assert.equal(server(alpha)?.suspended, 0);
     assert.equal((await panel.api(admin, 'POST', '/api/application/ops/bulk', { type: 'suspend' })).status, 422);
     assert.equal((await panel.api(admin, 'GET', '/api/application/ops/bulk/nope')).status, 404);
+    const upper = await panel.api(admin, 'GET', `/api/application/ops/bulk/${uuid.toUpperCase()}`);
+    assert.equal(upper.status, 200, 'job uuids match in any case');
+    assert.equal((upper.body as Job).uuid, uuid);
+    assert.equal((await web.json<Job>(`/admin/ops/bulk/${uuid.toUpperCase()}`)).uuid, uuid);
   });
 
   it('grades node health from allocations and memory and recommends nodes', async () => {

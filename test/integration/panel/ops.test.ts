@@ -378,4 +378,83 @@ describe('panel operations suite: settings, tags, naming, templates', () => {
     for (const href of ['/admin/ops/multicreate', '/admin/ops/tags', '/admin/ops/templates', '/admin/ops/health', '/admin/ops/audit', '/admin/ops/settings']) assert.ok(dash.text.includes(`href="${href}"`), href);
     assert.match((await web.get('/admin')).text, /<a href="\/admin\/ops" class="">Operations<\/a>/);
   });
+
+  it('answers JSON clients of bodiless deletes and clones with 404 for unknown ids', async () => {
+    for (const [method, path] of [['DELETE', '/admin/ops/tags/999'], ['DELETE', '/admin/ops/tags/abc'], ['DELETE', '/admin/ops/templates/999'], ['POST', '/admin/ops/templates/999/clone']] as const) {
+      const r = await web.request(method, path);
+      assert.equal(r.status, 404, `${method} ${path}`);
+      assert.equal((r.body as Errors).errors[0]?.code, 'NotFoundHttpException', `${method} ${path}`);
+    }
+    const form = await web.post('/admin/ops/tags/999', { _method: 'DELETE' });
+    assert.equal(form.status, 303, 'a browser form still gets the page back with a notice');
+    assert.match((await web.get('/admin/ops/tags')).text, /not found/);
+  });
+
+  it('refuses whitespace-only required strings and trims the others', async () => {
+    const blankTag = await panel.api(admin, 'POST', '/api/application/ops/tags', { name: '   ', color: '#112233' });
+    assert.equal(blankTag.status, 422);
+    assert.deepEqual(fieldsOf(blankTag), ['name']);
+    assert.match((blankTag.body as Errors).errors[0]?.detail ?? '', /the name field is required/);
+    const spaced = await panel.api(admin, 'POST', '/api/application/ops/tags', { name: '  Spaced  ', color: ' #112233 ', slug: '  ' });
+    assert.equal(spaced.status, 201, spaced.text);
+    assert.deepEqual([(spaced.body as Tag).name, (spaced.body as Tag).slug, (spaced.body as Tag).color], ['Spaced', 'spaced', '#112233']);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/ops/tags/${(spaced.body as Tag).id}`)).status, 204);
+
+    const blankTemplate = await web.request('POST', '/admin/ops/templates', { name: ' \t ', category: '  ' });
+    assert.equal(blankTemplate.status, 422);
+    assert.deepEqual(fieldsOf(blankTemplate).sort(), ['category', 'name']);
+    const typed = Object.fromEntries(Object.entries(SETTINGS_FORM).map(([k, v]) => [k, k === 'bulk_move_enabled' ? true : /^\d+$/.test(v) ? Number(v) : v]));
+    const blankSettings = await web.request('POST', '/admin/ops/settings', { ...typed, naming_pattern: '   ', upgrade_message: '\n ' });
+    assert.equal(blankSettings.status, 422);
+    assert.deepEqual(fieldsOf(blankSettings).sort(), ['naming_pattern', 'upgrade_message']);
+    const trimmed = await web.request('POST', '/admin/ops/settings', { ...typed, naming_pattern: '  {server_id} - {username}  ' });
+    assert.equal(trimmed.status, 303, trimmed.text);
+    assert.deepEqual(await web.json('/admin/ops/naming/pattern'), { pattern: '{server_id} - {username}' });
+    await web.post('/admin/ops/settings', SETTINGS_FORM);
+  });
+
+  it('keeps a tag slug on an update without one and accepts Unicode slugs', async () => {
+    const made = await panel.api(admin, 'POST', '/api/application/ops/tags', { name: 'Stable', color: '#101010' });
+    assert.equal(made.status, 201, made.text);
+    const tag = made.body as Tag;
+    assert.equal(tag.slug, 'stable');
+    const renamed = await panel.api(admin, 'PUT', `/api/application/ops/tags/${tag.id}`, { name: 'Renamed', color: '#101010' });
+    assert.equal(renamed.status, 200, renamed.text);
+    assert.equal((renamed.body as Tag).slug, 'stable', 'an update without slug keeps it');
+    const cleared = await panel.api(admin, 'PUT', `/api/application/ops/tags/${tag.id}`, { name: 'Renamed', color: '#101010', slug: null });
+    assert.equal((cleared.body as Tag).slug, 'renamed', 'a null slug is made from the name again');
+    const unicode = await panel.api(admin, 'PUT', `/api/application/ops/tags/${tag.id}`, { name: 'Café', color: '#101010', slug: 'café_ü-1' });
+    assert.equal(unicode.status, 200, unicode.text);
+    assert.equal((unicode.body as Tag).slug, 'café_ü-1');
+    const derived = await panel.api(admin, 'POST', '/api/application/ops/tags', { name: 'Crème brûlée', color: '#101010' });
+    assert.equal((derived.body as Tag).slug, 'creme-brulee');
+    assert.equal((await panel.api(admin, 'POST', '/api/application/ops/tags', { name: 'X', color: '#101010', slug: 'no/slash' })).status, 422);
+    for (const t of [tag, derived.body as Tag]) assert.equal((await panel.api(admin, 'DELETE', `/api/application/ops/tags/${t.id}`)).status, 204);
+  });
+
+  it('refuses malformed tag queries and bodies with 422 and authenticates before parsing', async () => {
+    for (const q of ['ids[]=1', 'ids=1&ids=2', 'ids[0]=1']) {
+      const r = await web.request('GET', `/admin/ops/tags/by-servers?${q}`);
+      assert.equal(r.status, 422, q);
+      assert.deepEqual(fieldsOf(r), ['ids'], q);
+    }
+    assert.deepEqual(await web.json('/admin/ops/tags/by-servers?ids='), {});
+    const many = await web.request('POST', `/admin/ops/tags/server/${server.id}`, { tag_ids: Array.from({ length: 101 }, (_, i) => i + 1) });
+    assert.equal(many.status, 422);
+    assert.match((many.body as Errors).errors[0]?.detail ?? '', /at most 100 tag ids/);
+    const array = await web.request('POST', '/admin/ops/tags', [{ name: 'x', color: '#000000' }]);
+    assert.equal(array.status, 422);
+    assert.match((array.body as Errors).errors[0]?.detail ?? '', /the request body must be a JSON object/);
+    assert.equal((await panel.api(admin, 'POST', '/api/application/ops/tags', ['x'])).status, 422);
+
+    const raw = async (key: string | undefined): Promise<{ status: number; text: string }> => {
+      const r = await fetch(`${panel.url}/api/application/ops/tags`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json', ...(key === undefined ? {} : { authorization: `Bearer ${key}` }) }, body: '{"name":' });
+      return { status: r.status, text: await r.text() };
+    };
+    const demotedRaw = await raw(demoted);
+    assert.deepEqual(demotedRaw, { status: 403, text: 'Root administrator access is required to use the operations API.' });
+    assert.equal((await raw(undefined)).status, 401);
+    assert.equal((await raw('hka_nope')).status, 401);
+    assert.equal((await raw(admin)).status, 400, 'a root-admin key reaches the body parser');
+  });
 });

@@ -11,10 +11,10 @@ import type { PanelContext } from '../../context.ts';
 import { apiErrors } from '../../http/api-format.ts';
 import { found } from '../../services/records.ts';
 import { createValidator, ID, problemsOf } from '../../services/validation.ts';
-import { failedForm, formBody, formOf, inputOf, seeOther, setFlash, type FormState } from '../../web/index.ts';
+import { failedForm, formBody, formOf, inputOf, seeOther, setFlash, wantsHtml, type FormState } from '../../web/index.ts';
 import type { BulkRunner } from './bulk.ts';
 import { bulkSync, BULK_TYPES, POWER_ACTIONS } from './bulk.ts';
-import { bodyOf, boolQuery, intQuery, isJson, pathId, TAG_FORM, textQuery, whoOf, type Handlers } from './handlers.ts';
+import { bodyOf, boolQuery, intQuery, isJson, jsonObject, pathId, TAG_FORM, textQuery, whoOf, type Handlers } from './handlers.ts';
 import { multiCreate } from './multicreate.ts';
 import { auditPage, dashboardPage, healthPage, multiCreatePage, multiCreateResultPage, settingsPage, tagsPage, templatesPage } from './pages.ts';
 import { allocationObject, SOURCE_LABEL, type OpsService } from './service.ts';
@@ -24,11 +24,6 @@ const BASE = '/admin/ops';
 const AUDIT_PER_PAGE = 50;
 const TEMPLATE_FORM = { textOrOmit: ['name', 'category'], text: ['description'], bool: ['is_default'] } as const;
 const validateRecent = createValidator<{ allocation_id: number }>({ required: ['allocation_id'], properties: { allocation_id: ID } });
-
-/** Whether the client reads JSON (no `text/html` in Accept). */
-function wantsJson(req: FastifyRequest): boolean {
-  return !(req.headers.accept ?? '').includes('text/html');
-}
 
 /** A form's `config` textarea as an object; 422 on `config` when it is not a JSON object. */
 function configOf(text: string | undefined): unknown {
@@ -44,7 +39,7 @@ function configOf(text: string | undefined): unknown {
 export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, service: OpsService, bulk: BulkRunner, h: Handlers): void {
   // JSON clients get the API error envelope; pages and forms fall through to the panel's error page.
   admin.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-    if (!wantsJson(req)) throw err;
+    if (wantsHtml(req)) throw err;
     const status = err.statusCode ?? 500;
     const e = isAppError(err)
       ? err
@@ -58,14 +53,17 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
     return reply.code(out.status).type('application/json').send(out.body);
   });
 
-  /** Runs a form action: JSON clients get errors thrown (the envelope), forms a notice on `back`. */
+  /**
+   * Runs a form action: clients that read JSON (no text/html in Accept, whatever their body) get
+   * errors thrown (the envelope, 404 for an unknown id), browsers a notice on `back`.
+   */
   const formAction = async (req: FastifyRequest, reply: FastifyReply, back: string, run: () => Promise<string>): Promise<FastifyReply> => {
     try {
       const message = await run();
-      if (!isJson(req)) setFlash(reply, 'success', message);
+      if (wantsHtml(req)) setFlash(reply, 'success', message);
       return seeOther(reply, back);
     } catch (err) {
-      if (isJson(req) || !isAppError(err) || err.status >= 500) throw err;
+      if (!wantsHtml(req) || !isAppError(err) || err.status >= 500) throw err;
       setFlash(reply, 'error', (err.code === 'ERR_VALIDATION' ? problemsOf(err).map((p) => p.detail) : [err.message]).join('; '));
       return seeOther(reply, back);
     }
@@ -78,11 +76,11 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
   admin.post(`${BASE}/settings`, async (req, reply) => {
     const values = formBody(req.body);
     try {
-      await service.saveSettings(isJson(req) ? req.body : inputOf(values, { int: INT_KEYS, textOrOmit: TEXT_KEYS, bool: ['bulk_move_enabled'] }), whoOf(req));
-      if (!isJson(req)) setFlash(reply, 'success', 'Operations settings saved.');
+      await service.saveSettings(isJson(req) ? jsonObject(req.body) : inputOf(values, { int: INT_KEYS, textOrOmit: TEXT_KEYS, bool: ['bulk_move_enabled'] }), whoOf(req));
+      if (wantsHtml(req)) setFlash(reply, 'success', 'Operations settings saved.');
       return seeOther(reply, `${BASE}/settings`);
     } catch (err) {
-      const failed = isJson(req) ? undefined : failedForm(values, err);
+      const failed = isJson(req) || !wantsHtml(req) ? undefined : failedForm(values, err);
       if (failed === undefined) throw err;
       return settingsPage(req, reply, await service.settings(), failed.form, failed.status);
     }
@@ -97,7 +95,7 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
   admin.get(`${BASE}/tags/list`, () => h.tagList());
   admin.post(`${BASE}/tags/settings`, (req, reply) =>
     formAction(req, reply, `${BASE}/tags`, async () => {
-      const v = isJson(req) ? req.body : inputOf(formBody(req.body), { bool: ['tags_visible_to_users'] });
+      const v = isJson(req) ? jsonObject(req.body) : inputOf(formBody(req.body), { bool: ['tags_visible_to_users'] });
       const visible = await service.saveTagsVisibility(v, whoOf(req));
       return visible === true ? 'Server owners now see their server tags.' : 'Tags are hidden from server owners.';
     }),
@@ -121,10 +119,14 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
     throw new AppError('ERR_METHOD', 'this form needs _method PUT or DELETE', { status: 405 });
   });
   admin.get(`${BASE}/tags/by-servers`, async (req) => {
-    const text = textQuery(req, 'ids', 6000);
-    const ids = text === '' ? [] : text.split(',').map((s) => s.trim());
-    if (ids.length > 500 || ids.some((s) => !/^[1-9]\d{0,15}$/.test(s))) {
-      throw new AppError('ERR_VALIDATION', 'the ids field must list up to 500 server ids separated by commas', { status: 422, cause: { field: 'ids' } });
+    const q = req.query as Record<string, unknown>;
+    const raw = q.ids;
+    const bracketed = Object.keys(q).some((k) => k.startsWith('ids['));
+    const text = bracketed ? undefined : typeof raw === 'string' ? raw.trim() : raw === undefined ? '' : undefined;
+    const ids = text === undefined ? undefined : text === '' ? [] : text.split(',').map((s) => s.trim());
+    // `ids[]=1` or a repeated `ids` is not the comma list this route takes: refused, not ignored.
+    if (ids === undefined || ids.length > 500 || ids.some((s) => !/^[1-9]\d{0,15}$/.test(s))) {
+      throw new AppError('ERR_VALIDATION', 'the ids field must list up to 500 server ids separated by commas (ids=1,2,3)', { status: 422, cause: { field: 'ids' } });
     }
     return service.tagsByServers([...new Set(ids.map(Number))]);
   });

@@ -11,7 +11,7 @@ import { AppError } from '../../../../src/core/app-error.ts';
 import type { PanelContext } from '../../context.ts';
 import { authenticateKey } from '../../services/api-keys.ts';
 import { html, layout, SECURITY_HEADERS } from '../../web/index.ts';
-import { pathId, whoOf, type Handlers } from './handlers.ts';
+import { jsonObject, pathId, whoOf, type Handlers } from './handlers.ts';
 import { tagAttributes, type OpsService } from './service.ts';
 
 export const ROOT_ADMIN_REQUIRED = 'Root administrator access is required to use the operations API.';
@@ -20,7 +20,9 @@ export const ROOT_ADMIN_REQUIRED = 'Root administrator access is required to use
 export function registerOpsApplicationApi(api: FastifyInstance, ctx: PanelContext, service: OpsService, h: Handlers): void {
   api.decorateRequest('apiUser', undefined);
   api.decorateRequest('apiKey', undefined);
-  api.addHook('preHandler', async (req, reply) => {
+  // onRequest, before the body is parsed: a request without a valid key, or with the key of a
+  // user who lost root admin, is answered 401/403 even when its body is malformed JSON.
+  api.addHook('onRequest', async (req, reply) => {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
     const found = m?.[1] === undefined ? undefined : await authenticateKey(ctx, 'application', m[1], req.ip, { anyOwner: true });
     if (found === undefined) throw new AppError('ERR_UNAUTHORIZED', 'unauthenticated: a valid API key is required', { status: 401 });
@@ -31,14 +33,14 @@ export function registerOpsApplicationApi(api: FastifyInstance, ctx: PanelContex
   });
 
   api.get('/tags', () => h.tagList());
-  api.post('/tags', async (req, reply) => reply.code(201).send(tagAttributes(await service.createTag(req.body, whoOf(req)))));
-  api.put('/tags/:tag', async (req) => tagAttributes(await service.updateTag(pathId(req, 'tag', 'tag'), req.body, whoOf(req))));
+  api.post('/tags', async (req, reply) => reply.code(201).send(tagAttributes(await service.createTag(jsonObject(req.body), whoOf(req)))));
+  api.put('/tags/:tag', async (req) => tagAttributes(await service.updateTag(pathId(req, 'tag', 'tag'), jsonObject(req.body), whoOf(req))));
   api.delete('/tags/:tag', async (req, reply) => {
     await service.deleteTag(pathId(req, 'tag', 'tag'), whoOf(req));
     return reply.code(204).send();
   });
   api.get('/templates', (req) => h.templateList(req));
-  api.post('/templates', async (req, reply) => reply.code(201).send(await h.templateOne(req, (await service.createTemplate(req.body, whoOf(req))).id)));
+  api.post('/templates', async (req, reply) => reply.code(201).send(await h.templateOne(req, (await service.createTemplate(jsonObject(req.body), whoOf(req))).id)));
   api.post('/bulk', async (req, reply) => reply.code(202).send(await h.bulkDispatch(req)));
   api.get('/bulk/:uuid', (req) => h.bulkShow(req));
   api.get('/search', (req) => h.search(req));

@@ -13,7 +13,7 @@ import type { PanelContext } from '../../context.ts';
 import { found, now } from '../../services/records.ts';
 import { deleteServer, setSuspended } from '../../services/servers.ts';
 import { createValidator, ID, problemsOf, validationError, type FieldProblem } from '../../services/validation.ts';
-import type { OpsService, Who } from './service.ts';
+import { MAX_TAG_IDS, type OpsService, type Who } from './service.ts';
 import type { JobItemRow, JobRow } from './store.ts';
 
 export const BULK_TYPES = ['suspend', 'unsuspend', 'delete', 'move', 'power', 'reinstall', 'tags_add', 'tags_remove'] as const;
@@ -35,7 +35,7 @@ const validateBulk = createValidator<BulkInput>({
     server_ids: { type: 'array', minItems: 1, maxItems: MAX_BULK, items: ID },
     options: {
       type: 'object',
-      properties: { target_node_id: ID, power_action: { enum: POWER_ACTIONS }, tag_ids: { type: 'array', maxItems: 100, items: ID } },
+      properties: { target_node_id: ID, power_action: { enum: POWER_ACTIONS }, tag_ids: { type: 'array', maxItems: MAX_TAG_IDS, items: ID } },
     },
   },
 });

@@ -18,14 +18,24 @@ export function whoOf(req: FastifyRequest): Who {
   return { actorId: webSessionOf(req)?.user.id ?? req.apiUser?.id ?? null, ip: req.ip };
 }
 
-/** Whether the request body is JSON (an API client or a page script) rather than an HTML form. */
+/**
+ * Whether the request body is JSON (an API client or a page script) rather than an HTML form: how
+ * the body is read. How the answer is given (envelope or redirect with a notice) follows Accept (`wantsHtml`).
+ */
 export function isJson(req: FastifyRequest): boolean {
   return (req.headers['content-type'] ?? '').includes('application/json');
 }
 
-/** The body as service input: a JSON object as sent, a form converted by `spec`. */
+/** A JSON body that is not an object (an array, a string, a number) is refused as a whole. */
+export function jsonObject(body: unknown): Record<string, unknown> {
+  if (body === undefined || body === null) return {};
+  if (typeof body !== 'object' || Array.isArray(body)) throw validationError([{ field: '', rule: 'type', detail: 'the request body must be a JSON object' }]);
+  return body as Record<string, unknown>;
+}
+
+/** The body as service input: a JSON object as sent (422 when it is not an object), a form converted by `spec`. */
 export function bodyOf(req: FastifyRequest, spec: InputSpec): Record<string, unknown> {
-  if (isJson(req)) return typeof req.body === 'object' && req.body !== null && !Array.isArray(req.body) ? (req.body as Record<string, unknown>) : {};
+  if (isJson(req)) return jsonObject(req.body);
   return inputOf(formBody(req.body), spec);
 }
 
@@ -69,7 +79,8 @@ export function pathId(req: FastifyRequest, key: string, what: string): number {
   return Number(v);
 }
 
-export const TAG_FORM: InputSpec = { textOrOmit: ['name', 'slug', 'color', 'icon'], bool: ['is_default'] };
+/** A tag form: a blank slug is sent (the form's way to ask for one made from the name), other blanks are left out. */
+export const TAG_FORM: InputSpec = { textOrOmit: ['name', 'color', 'icon'], text: ['slug'], bool: ['is_default'] };
 
 /** The JSON answers both surfaces give for the same request. */
 export function createHandlers(service: OpsService, bulk: BulkRunner) {
@@ -92,7 +103,8 @@ export function createHandlers(service: OpsService, bulk: BulkRunner) {
       return { uuid: job.uuid, total: job.total, status: job.status };
     },
     async bulkShow(req: FastifyRequest): Promise<Record<string, unknown>> {
-      const uuid = (req.params as Record<string, string | undefined>).uuid ?? '';
+      // Job uuids are stored lower case; a client may send them in either case.
+      const uuid = ((req.params as Record<string, string | undefined>).uuid ?? '').toLowerCase();
       return bulk.attributes(found(/^[0-9a-f-]{36}$/.test(uuid) ? await service.store.job(uuid) : undefined, 'bulk job'));
     },
     async search(req: FastifyRequest): Promise<Record<string, unknown>> {

@@ -14,9 +14,10 @@ import type { OpsService, Who } from './service.ts';
 /** Most servers one multi-create call may create (spec/2 §8). */
 export const MAX_MULTICREATE = 50;
 
-const validateBatch = createValidator<{ servers: Record<string, unknown>[] }>({
+// Only the array is checked here: an entry that is not an object fails alone, in `results`.
+const validateBatch = createValidator<{ servers: unknown[] }>({
   required: ['servers'],
-  properties: { servers: { type: 'array', minItems: 1, maxItems: MAX_MULTICREATE, items: { type: 'object' } } },
+  properties: { servers: { type: 'array', minItems: 1, maxItems: MAX_MULTICREATE } },
 });
 const validateEntry = createValidator<{ node_id: number; nest_id?: number; allocation_id?: number; environment?: Record<string, string> }>({
   required: ['node_id'],
@@ -30,9 +31,13 @@ export async function multiCreate(ctx: PanelContext, service: OpsService, input:
   const { servers } = validateBatch(input);
   const results: MultiCreateResult[] = [];
   const claimed = new Set<number>();
-  for (const [i, entry] of servers.entries()) {
+  for (const [i, item] of servers.entries()) {
+    const entry = (typeof item === 'object' && item !== null && !Array.isArray(item) ? item : {}) as Record<string, unknown>;
     let name = typeof entry.name === 'string' ? entry.name.trim() : '';
     try {
+      if (entry !== item) throw new AppError('ERR_VALIDATION', `the servers.${i} entry must be an object`, { status: 422 });
+      // A missing or null name is made by the pattern; any other non-string is this entry's error.
+      if (entry.name !== undefined && entry.name !== null && typeof entry.name !== 'string') throw new AppError('ERR_VALIDATION', 'the name field must be a string', { status: 422 });
       const { node_id, nest_id, allocation_id } = validateEntry(Object.fromEntries(Object.entries(entry).filter(([k]) => ['node_id', 'nest_id', 'allocation_id', 'environment'].includes(k))));
       if ((await ctx.store.nodes.find(node_id)) === undefined) throw new AppError('ERR_VALIDATION', 'the selected node does not exist', { status: 422 });
       if (entry.ops_tag_ids !== undefined) await service.checkTagIds(entry.ops_tag_ids, 'ops_tag_ids');

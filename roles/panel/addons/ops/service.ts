@@ -32,14 +32,17 @@ export interface Who {
 
 const TAG_PROPS = {
   name: { type: 'string', minLength: 1, maxLength: 60 },
-  slug: { type: ['string', 'null'], maxLength: 60, pattern: '^[A-Za-z0-9_-]*$', description: 'may only contain letters, digits, dashes and underscores' },
+  // alpha_dash of the reference: Unicode letters and digits, dashes and underscores (Ajv compiles patterns with the u flag).
+  slug: { type: ['string', 'null'], maxLength: 60, pattern: '^[\\p{L}\\p{N}_-]*$', description: 'may only contain letters, digits, dashes and underscores' },
   color: { type: 'string', pattern: '^#[0-9a-fA-F]{6}$', description: 'must be a colour like #1d5fbf' },
   icon: { type: ['string', 'null'], maxLength: 40 },
   is_default: { type: 'boolean' },
 };
 type TagInput = { name: string; slug?: string | null; color: string; icon?: string | null; is_default?: boolean };
 const validateTag = createValidator<TagInput>({ required: ['name', 'color'], properties: TAG_PROPS });
-const TAG_IDS = { type: 'array', maxItems: 100, items: ID };
+/** Most tag ids one list (a server's tags, a bulk job's, a template's) may carry. */
+export const MAX_TAG_IDS = 100;
+const TAG_IDS = { type: 'array', maxItems: MAX_TAG_IDS, items: ID };
 const validateTagIds = createValidator<{ tag_ids: number[] }>({ required: ['tag_ids'], properties: { tag_ids: TAG_IDS } });
 
 const CONFIG_PROPS = {
@@ -83,10 +86,30 @@ function stripEmpty(config: unknown): unknown {
   return Object.fromEntries(Object.entries(config).filter(([, v]) => v !== '' && v !== null && v !== undefined && !(Array.isArray(v) && v.length === 0)));
 }
 
-/** A slug from a name: lower case, runs of other characters as one dash. Pure. */
+/** A slug from a name: accents dropped, lower case, runs of other characters as one dash. Pure. */
 export function slugify(name: string): string {
-  const s = name.toLowerCase().replace(/[^a-z0-9_]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60);
+  const s = name.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase().replace(/[^a-z0-9_]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60);
   return s === '' ? 'tag' : s;
+}
+
+/**
+ * Request strings as the reference framework's TrimStrings and ConvertEmptyStringsToNull leave
+ * them: the `omitBlank` and `nullable` keys of a JSON object trimmed; a blank `omitBlank` key is
+ * left out (so a required one is reported as required), a blank nullable one becomes null.
+ * Anything that is not an object is returned as it is, for the validator to refuse. Pure.
+ */
+export function trimInput(input: unknown, omitBlank: readonly string[], nullable: readonly string[] = []): unknown {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
+  const out: Record<string, unknown> = { ...(input as Record<string, unknown>) };
+  for (const k of [...omitBlank, ...nullable]) {
+    const v = out[k];
+    if (typeof v !== 'string') continue;
+    const t = v.trim();
+    if (t !== '') out[k] = t;
+    else if (omitBlank.includes(k)) delete out[k];
+    else out[k] = null;
+  }
+  return out;
 }
 
 export function tagAttributes(t: TagRow): Record<string, unknown> {
@@ -166,10 +189,16 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
     }
   };
 
-  const tagValues = async (input: unknown, id?: number): Promise<Omit<TagRow, 'id' | 'created_at' | 'updated_at'>> => {
-    const v = validateTag(input);
-    let slug = v.slug ?? '';
-    if (slug !== '') {
+  /**
+   * A tag's values. A given slug must be free; a blank or null one is made from the name (`-2`,
+   * `-3` … when taken); an update without `slug` keeps the tag's slug (`current`).
+   */
+  const tagValues = async (input: unknown, id?: number, current?: string): Promise<Omit<TagRow, 'id' | 'created_at' | 'updated_at'>> => {
+    const v = validateTag(trimInput(input, ['name', 'color'], ['slug', 'icon']));
+    let slug = v.slug === undefined ? (current ?? '') : (v.slug ?? '');
+    if (slug === current) {
+      // Unchanged: already this tag's own.
+    } else if (slug !== '') {
       const other = await store.tagBySlug(slug);
       if (other !== undefined && other.id !== id) throw validationError([{ field: 'slug', rule: 'unique', detail: 'the slug has already been taken' }]);
     } else {
@@ -181,7 +210,7 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
         slug = `${base.slice(0, 55)}-${n}`;
       }
     }
-    return { name: v.name, slug, color: v.color.toLowerCase(), icon: v.icon === '' ? null : (v.icon ?? null), is_default: v.is_default === true ? 1 : 0 };
+    return { name: v.name, slug, color: v.color.toLowerCase(), icon: v.icon ?? null, is_default: v.is_default === true ? 1 : 0 };
   };
 
   const checkTagIds = async (ids: unknown, field: string): Promise<number[]> => {
@@ -189,7 +218,10 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
     try {
       v = validateTagIds({ tag_ids: ids }).tag_ids;
     } catch (err) {
-      if (err instanceof AppError) throw validationError([{ field, rule: 'array', detail: `the ${field} field must be an array of tag ids` }]);
+      if (err instanceof AppError) {
+        if (Array.isArray(ids) && ids.length > MAX_TAG_IDS) throw validationError([{ field, rule: 'max', detail: `the ${field} field may list at most ${MAX_TAG_IDS} tag ids` }]);
+        throw validationError([{ field, rule: 'array', detail: `the ${field} field must be an array of tag ids` }]);
+      }
       throw err;
     }
     const known = new Set((await store.tags()).map((t) => t.id));
@@ -199,7 +231,8 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
   };
 
   const templateInput = (input: unknown, validate: (i: unknown) => TemplateInput): TemplateInput => {
-    const raw = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
+    if (typeof input !== 'object' || input === null || Array.isArray(input)) return validate(input ?? {});
+    const raw = trimInput(input, ['name', 'category'], ['description']) as Record<string, unknown>;
     return validate({ ...raw, ...('config' in raw ? { config: stripEmpty(raw.config) } : {}) });
   };
   const configTags = async (config: Record<string, unknown> | undefined): Promise<void> => {
@@ -208,7 +241,7 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
   const templateValues = (v: TemplateInput): { name: string; category: string; description: string | null; is_default: number } => ({
     name: v.name,
     category: v.category,
-    description: v.description === '' ? null : (v.description ?? null),
+    description: v.description ?? null,
     is_default: v.is_default === true ? 1 : 0,
   });
 
@@ -260,7 +293,7 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
     store,
     settings,
     async saveSettings(input, who) {
-      const v: SettingsUpdate = validateSettingsUpdate(input);
+      const v: SettingsUpdate = validateSettingsUpdate(trimInput(input, ['naming_pattern', 'upgrade_message']));
       await store.saveSettings(encodeSettings(v));
       cache = undefined;
       await audit(who, 'settings.updated', { payload: { ...v } });
@@ -282,8 +315,8 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
       return tag;
     },
     async updateTag(id, input, who) {
-      found(await store.tag(id), 'tag');
-      const tag = found(await store.updateTag(id, await tagValues(input, id), now()), 'tag');
+      const current = found(await store.tag(id), 'tag');
+      const tag = found(await store.updateTag(id, await tagValues(input, id, current.slug), now()), 'tag');
       await audit(who, 'tag.updated', { payload: tagAttributes(tag) });
       return tag;
     },
@@ -347,7 +380,9 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
     },
     async cloneTemplate(id, input, who) {
       const source = found(await store.template(id), 'template');
-      const v = validateClone(input ?? {});
+      // A blank or null name takes the default, as `nullable` would.
+      const raw = trimInput(input ?? {}, ['name']);
+      const v = validateClone(typeof raw === 'object' && raw !== null && (raw as Record<string, unknown>).name === null ? { ...raw, name: undefined } : raw);
       const name = v.name ?? `${source.name.slice(0, 93)} (copy)`;
       const t = await store.insertTemplate({ name, category: source.category, description: source.description, is_default: 0 }, source.config, who.actorId, now());
       await audit(who, 'template.cloned', { payload: { id: t.id, from: id, name } });
