@@ -26,6 +26,14 @@ export interface FileCall {
  */
 export type FilePathUse = 'read' | 'change' | 'delete';
 
+/** A `POST files/delete` as the fileDelete hooks see it. */
+export interface FileDeleteRequest {
+  root: string;
+  files: readonly string[];
+  /** Each file joined to the root and resolved (see filePaths), in the same order. */
+  paths: readonly string[];
+}
+
 /** Lifecycle hooks: addons (bandwidth, trash bin, operations) react to core changes here. */
 export interface PanelHooks {
   /**
@@ -44,25 +52,29 @@ export interface PanelHooks {
   /**
    * Every client file route (list, contents, write, rename, create-folder, delete, and any added
    * later), after the core's permission checks and validation and before any other file hook or
-   * volume access: every path the request reads or changes (volume-relative, normalised: `a/b`,
-   * the root is '') and what it does with them. A hook refuses by throwing (the trash bin: 403
-   * for `.trash` and below without `trashbin.access`), so one hook guards a folder whatever the
-   * route or the spelling of the path; the other file hooks run only once all of these passed.
+   * volume change: every path the request reads or changes, resolved as the volume walk resolves
+   * it (volume-relative, normalised: `a/b`, the root is ''; symlinks inside the volume followed,
+   * the final one only where the route follows it: list, contents, write; the longest existing
+   * prefix resolved and the rest appended), and what it does with them. A hook refuses by
+   * throwing (the trash bin: 403 for `.trash` and below without `trashbin.access`), so one hook
+   * guards a folder whatever the route, the spelling of the path or a link leading into it; the
+   * other file hooks run only once all of these passed.
    */
   filePaths?: ((call: FileCall, paths: readonly string[], use: FilePathUse) => Promise<void> | void)[];
   /**
-   * `GET files/list`, after the filePaths hooks, with the directory normalised: the first hook
+   * `GET files/list`, after the filePaths hooks, with the directory resolved as they got it: the first hook
    * returning entries answers for that directory (the trash bin's `.trash`) instead of the
    * volume; undefined passes on.
    */
   fileList?: ((call: FileCall, directory: string) => Promise<unknown[] | undefined>)[];
   /**
-   * `POST files/delete`, after the filePaths hooks, with the request's raw body (addon fields
+   * `POST files/delete`, after the filePaths hooks, with the request's root and files as sent,
+   * the resolved path of each file as the filePaths hooks got them, and the raw body (addon fields
    * such as `permanent`): a hook may refuse (throw), or take the delete over and return true
    * (the trash bin moving files), and then the core neither deletes nor logs; false lets the core
    * delete for good.
    */
-  fileDelete?: ((call: FileCall, root: string, files: readonly string[], body: Record<string, unknown>) => Promise<boolean>)[];
+  fileDelete?: ((call: FileCall, request: FileDeleteRequest, body: Record<string, unknown>) => Promise<boolean>)[];
 }
 
 export interface PanelContext {

@@ -335,6 +335,40 @@ test('write and delete through a link inside the volume', async () => {
   assert.ok(statSync(path.join(volA, 'sub')).isDirectory());
 });
 
+test('resolve: the path as the operations walk it, links inside followed, the rest appended', async () => {
+  resetVolume();
+  const f = files();
+  mkdirSync(path.join(volA, '.trash', '1'), { recursive: true });
+  symlinkSync('.trash', path.join(volA, 't'));
+  symlinkSync(path.join(volA, '.trash'), path.join(volA, 'abs'));
+  symlinkSync('../.trash', path.join(volA, 'sub', 'up'));
+  const cases: [string, boolean, string][] = [
+    ['/', true, ''],
+    ['//sub/./deep/', true, 'sub/deep'],
+    ['t', true, '.trash'],
+    ['t', false, 't'], // rename and delete act on the link itself
+    ['t/1', false, '.trash/1'],
+    ['/abs/1/new.txt', true, '.trash/1/new.txt'],
+    ['sub/up/1', false, '.trash/1'],
+    ['inside-link/inner.txt', true, 'sub/inner.txt'],
+    ['abs-inside-link', true, 'sub/inner.txt'],
+    ['abs-inside-link', false, 'abs-inside-link'],
+    ['t/missing/deeper/x', true, '.trash/missing/deeper/x'], // longest existing prefix resolved, the rest appended
+    ['nothing/here', false, 'nothing/here'],
+    ['dangling', true, 'missing-target'],
+    ['inside-link/../t', true, '.trash'],
+  ];
+  for (const [p, follow, want] of cases) assert.deepEqual(await f.resolve(A, [p], follow), [want], `${p} (follow ${follow})`);
+  assert.deepEqual(await f.resolve(A, ['t/1', 'sub', 'abs'], false), ['.trash/1', 'sub', 'abs'], 'several paths, in order');
+  await rejectsWith(f.resolve(A, ['sub', 'escape/secret.txt'], false), ...OUTSIDE);
+  await rejectsWith(f.resolve(A, ['escape'], true), ...OUTSIDE);
+  assert.deepEqual(await f.resolve(A, ['escape'], false), ['escape']);
+  await rejectsWith(f.resolve(A, ['../x'], true), ...OUTSIDE);
+  await rejectsWith(f.resolve(A, ['config.json/x'], true), 'ERR_BAD_PATH', 400);
+  assert.deepEqual(await f.resolve('2d8e4b3a-6f5c-4b7d-9e0f-9a8b7c6d5e4f', ['/a/../.trash/', 'b'], true), ['.trash', 'b'], 'no volume yet: the normalised paths');
+  outsideUntouched();
+});
+
 test('a symlink loop is a bad path, not a hang', async () => {
   resetVolume();
   symlinkSync('loop2', path.join(volA, 'loop1'));

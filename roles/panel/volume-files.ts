@@ -82,6 +82,7 @@ export interface VolumeFiles {
   createFolder(uuid: string, root: string, name: string): Promise<void>;
   delete(uuid: string, root: string, files: readonly string[]): Promise<void>;
   measure(uuid: string, file: string): Promise<Measured | null>;
+  resolve(uuid: string, files: readonly string[], followFinal: boolean): Promise<string[]>;
 }
 
 export interface VolumeFilesOptions {
@@ -236,9 +237,13 @@ interface Volume {
 /** Where a walk ended: a name inside an open directory (name '' = that directory itself). */
 interface Walked {
   dir: FileHandle;
+  /** Where `dir` is: its volume-relative components, symlinks on the way resolved (the root: none). */
+  dirPath: string[];
   name: string;
   /** lstat of the final component, or null when it does not exist. */
   stat: Stats | null;
+  /** With `partial`, the components left after a missing intermediate `name` (may hold `..`); else empty. */
+  rest: string[];
   release(): Promise<void>;
 }
 
@@ -247,6 +252,11 @@ interface WalkOptions {
   followFinal: boolean;
   /** Create missing intermediate directories (write, rename target, create folder), like Wings. */
   createParents: boolean;
+  /**
+   * Stop at a missing intermediate directory instead of 404, leaving the components after it in
+   * `rest` (resolve: the longest existing prefix resolved, the rest appended). Never with createParents.
+   */
+  partial?: boolean;
 }
 
 /**
@@ -258,7 +268,8 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
   const volumesDir = path.resolve(opts.volumesDir);
   const asRoot = process.getuid?.() === 0;
 
-  async function withVolume<T>(uuid: string, fn: (vol: Volume) => Promise<T>): Promise<T> {
+  // `missing` answers instead of 404 when the volume does not exist (yet).
+  async function withVolume<T>(uuid: string, fn: (vol: Volume) => Promise<T>, missing?: () => T): Promise<T> {
     if (typeof uuid !== 'string' || !UUID_RE.test(uuid)) {
       throw new AppError('ERR_BAD_REQUEST', 'a server uuid must be a lowercase canonical UUID', { status: 400 });
     }
@@ -268,6 +279,7 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
       root = await open(configured, fsc.O_RDONLY | fsc.O_DIRECTORY);
     } catch (err) {
       const code = errnoOf(err);
+      if ((code === 'ENOENT' || code === 'ENOTDIR') && missing !== undefined) return missing();
       if (code === 'ENOENT' || code === 'ENOTDIR') throw new AppError('ERR_NOT_FOUND', 'server volume not found', { status: 404, cause: err });
       throw fsError(err, 'the server volume');
     }
@@ -291,6 +303,9 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
       for (const h of stack.splice(1)) await h.close();
     };
     const top = (): FileHandle => stack[stack.length - 1] ?? vol.root;
+    // The names of the directories held in stack[1..], so every directory's volume path is known.
+    const names: string[] = [];
+    const end = (name: string, stat: Stats | null, rest: string[] = []): Walked => ({ dir: top(), dirPath: [...names], name, stat, rest, release });
     const queue = [...segs];
     let hops = 0;
     // Lost races with a concurrent writer in the volume; bounded so a hostile one cannot spin us.
@@ -300,19 +315,21 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
         const seg = queue.shift();
         if (seg === undefined) {
           // The walk ended on a directory itself (the root, or a symlink to `..` or `.`).
-          return { dir: top(), name: '', stat: await top().stat(), release };
+          return end('', await top().stat());
         }
         if (seg === '' || seg === '.') continue;
         if (seg === '..') {
           if (stack.length === 1) throw outside(shown);
           await stack.pop()?.close();
+          names.pop();
           continue;
         }
         const last = queue.length === 0;
         const p = at(top(), seg);
         const st = await lstatOrNull(p);
         if (st === null) {
-          if (last) return { dir: top(), name: seg, stat: null, release };
+          if (last) return end(seg, null);
+          if (o.partial === true && !o.createParents) return end(seg, null, [...queue]);
           if (!o.createParents || queue.includes('..')) throw notFound(shown);
           try {
             await mkdir(p, 0o755);
@@ -325,7 +342,7 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
           continue;
         }
         if (st.isSymbolicLink()) {
-          if (last && !o.followFinal) return { dir: top(), name: seg, stat: st, release };
+          if (last && !o.followFinal) return end(seg, st);
           if (++hops > MAX_SYMLINK_HOPS) throw badPath(`${shown}: too many levels of symbolic links`);
           const target = await readlink(p);
           if (path.isAbsolute(target)) {
@@ -334,16 +351,18 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
             const rel = insideRel(target.replace(/\/+/g, '/'), vol.prefixes);
             if (rel === null) throw outside(shown);
             for (const h of stack.splice(1)) await h.close();
+            names.length = 0;
             queue.unshift(...rel);
           } else {
             queue.unshift(...target.split('/').filter((s) => s !== '' && s !== '.'));
           }
           continue;
         }
-        if (last) return { dir: top(), name: seg, stat: st, release };
+        if (last) return end(seg, st);
         if (!st.isDirectory()) throw badPath(`${shown}: ${JSON.stringify(seg)} is not a directory`);
         try {
           stack.push(await open(p, fsc.O_RDONLY | fsc.O_DIRECTORY | fsc.O_NOFOLLOW));
+          names.push(seg);
         } catch (err) {
           const code = errnoOf(err);
           // Swapped for a symlink or file since the lstat: look again.
@@ -490,6 +509,31 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
   }
 
   return {
+    /**
+     * Resolves client paths the way the operations walk them, without changing anything: symlinks
+     * are followed while they stay inside the volume (the final one only with `followFinal`, as
+     * list, contents and write do; rename, create-folder and delete act on a final link itself),
+     * so the longest existing prefix is resolved and the rest appended. Resolves to the
+     * volume-relative paths (`a/b`, the root is ''), in order, walked one after the other in one
+     * opening of the volume; with no volume yet, nothing can be a link and the normalised paths
+     * are the answer. Rejects like the operations (403 for a link leading
+     * outside, 400 for a file used as a folder). Path guards (the trash bin's) judge this path.
+     */
+    async resolve(uuid, files, followFinal) {
+      const all = files.map((f) => splitVolumePath(f));
+      return withVolume(
+        uuid,
+        async (vol) => {
+          const out: string[] = [];
+          for (const segs of all) {
+            out.push(await withWalk(vol, segs, { followFinal, createParents: false, partial: true }, async (w) => splitVolumePath([...w.dirPath, w.name, ...w.rest].join('/')).join('/')));
+          }
+          return out;
+        },
+        () => all.map((segs) => segs.join('/')),
+      );
+    },
+
     /**
      * Lists a directory of the volume (a symlink to a directory inside the volume is listed as
      * that directory). Resolves to file objects, directories first, then by name in code-unit order.

@@ -89,11 +89,15 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
     ctx.activity.log({ event, actor: apiActor(req), subject: { type: 'server', id: server.id }, properties, ip: req.ip });
   const nodeName = async (s: ServerRow): Promise<string> => (await ctx.store.nodes.find(s.node_id))?.name ?? '';
   const call = (req: FastifyRequest, a: ServerAccess): FileCall => ({ access: a, actor: apiActor(req), ip: req.ip });
-  // Every file route hands the paths it reads or changes to the addons' guards before anything touches them.
-  const guard = async (req: FastifyRequest, a: ServerAccess, use: FilePathUse, paths: readonly string[]): Promise<FileCall> => {
+  // Every file route hands the paths it reads or changes to the addons' guards before anything
+  // touches them, resolved as the volume walk resolves them (in-volume symlinks followed; the final
+  // one only when the route follows it: list, contents, write), so a link such as `t -> .trash`
+  // is judged as the trash folder it leads to. Resolves to the call and the resolved paths.
+  const guard = async (req: FastifyRequest, a: ServerAccess, use: FilePathUse, paths: readonly string[], followFinal: boolean): Promise<{ c: FileCall; resolved: string[] }> => {
     const c = call(req, a);
-    for (const hook of ctx.hooks.filePaths ?? []) await hook(c, paths, use);
-    return c;
+    const resolved = await files.resolve(a.server.uuid, paths, followFinal);
+    for (const hook of ctx.hooks.filePaths ?? []) await hook(c, resolved, use);
+    return { c, resolved };
   };
 
   api.get('/', async (req) => {
@@ -130,7 +134,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.get('/servers/:server/activity', async (req) => {
     const a = await access(req, 'activity.read');
     const q = pageQuery(req.query);
-    return list('activity_log', await ctx.store.activity.list({ filter: { subject_type: 'server', subject_id: a.server.id }, sort: '-id', page: q.page, perPage: q.perPage }), activityAttributes);
+    return list('activity_log', await ctx.store.activity.list({ filter: { subject_type: 'server', subject_id: a.server.id }, sort: '-id', page: q.page, perPage: q.perPage }), (row) => activityAttributes(row, apiUser(req)));
   });
 
   api.get('/servers/:server/users', async (req) => {
@@ -170,10 +174,9 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.get('/servers/:server/files/list', async (req) => {
     const a = await access(req, 'file.read');
     const directory = queryParam(req, 'directory', '/');
-    const normalised = volumePath('/', directory);
-    const c = await guard(req, a, 'read', [normalised]);
+    const { c, resolved } = await guard(req, a, 'read', [volumePath('/', directory)], true);
     for (const hook of ctx.hooks.fileList ?? []) {
-      const entries = await hook(c, normalised);
+      const entries = await hook(c, resolved[0] ?? '');
       if (entries !== undefined) return { object: 'list', data: entries };
     }
     return { object: 'list', data: await files.list(a.server.uuid, directory) };
@@ -181,7 +184,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.get('/servers/:server/files/contents', async (req, reply) => {
     const a = await access(req, 'file.read-content');
     const file = queryParam(req, 'file');
-    await guard(req, a, 'read', [volumePath('/', file)]);
+    await guard(req, a, 'read', [volumePath('/', file)], true);
     const data = await files.contents(a.server.uuid, file, BODY_LIMIT);
     await log(req, 'server:file.read', a.server, { file });
     return reply.type('text/plain; charset=utf-8').send(data);
@@ -189,7 +192,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.put('/servers/:server/files/rename', async (req, reply) => {
     const a = await access(req, 'file.update');
     const v = validateRenameFiles(req.body);
-    await guard(req, a, 'change', v.files.flatMap((f) => [volumePath(v.root ?? '/', f.from), volumePath(v.root ?? '/', f.to)]));
+    await guard(req, a, 'change', v.files.flatMap((f) => [volumePath(v.root ?? '/', f.from), volumePath(v.root ?? '/', f.to)]), false);
     await files.rename(a.server.uuid, v.root ?? '/', v.files);
     await log(req, 'server:file.rename', a.server, { directory: v.root ?? '/', files: v.files });
     return reply.code(204).send();
@@ -197,7 +200,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.post('/servers/:server/files/create-folder', async (req, reply) => {
     const a = await access(req, 'file.create');
     const v = validateFolder(req.body);
-    await guard(req, a, 'change', [volumePath(v.root ?? '/', v.name)]);
+    await guard(req, a, 'change', [volumePath(v.root ?? '/', v.name)], false);
     await files.createFolder(a.server.uuid, v.root ?? '/', v.name);
     await log(req, 'server:file.create-directory', a.server, { directory: v.root ?? '/', name: v.name });
     return reply.code(204).send();
@@ -205,9 +208,9 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.post('/servers/:server/files/delete', async (req, reply) => {
     const a = await access(req, 'file.delete');
     const v = validateDelete(req.body);
-    const c = await guard(req, a, 'delete', v.files.map((f) => volumePath(v.root ?? '/', f)));
+    const { c, resolved } = await guard(req, a, 'delete', v.files.map((f) => volumePath(v.root ?? '/', f)), false);
     for (const hook of ctx.hooks.fileDelete ?? []) {
-      if (await hook(c, v.root ?? '/', v.files, req.body as Record<string, unknown>)) return reply.code(204).send();
+      if (await hook(c, { root: v.root ?? '/', files: v.files, paths: resolved }, req.body as Record<string, unknown>)) return reply.code(204).send();
     }
     await files.delete(a.server.uuid, v.root ?? '/', v.files);
     await log(req, 'server:file.delete', a.server, { directory: v.root ?? '/', files: v.files });
@@ -221,7 +224,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
       const a = await access(req, 'file.update');
       const file = queryParam(req, 'file');
       const body = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
-      await guard(req, a, 'change', [volumePath('/', file)]);
+      await guard(req, a, 'change', [volumePath('/', file)], true);
       await files.write(a.server.uuid, file, body);
       await log(req, 'server:file.write', a.server, { file, bytes: body.length });
       return reply.code(204).send();

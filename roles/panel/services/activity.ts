@@ -45,12 +45,24 @@ export function createActivityLog(store: PanelStore, onError: (err: unknown) => 
   };
 }
 
-/** The API attributes of an activity row. */
-export function activityAttributes(row: ActivityRow): Record<string, unknown> {
+/** Who reads an entry, when not an administrator reading everything: the API key's user. */
+export interface ActivityViewer {
+  id: number;
+  root_admin: number;
+}
+
+/**
+ * The API attributes of an activity row. With a `viewer` (the client API), `ip` is null unless
+ * the viewer is the actor or a root admin, as Pterodactyl's ActivityLogTransformer does (the key
+ * stays, so clients that read it keep working): an owner or subuser never learns an admin's or
+ * another subuser's address. Without one (the application API, admins only) it is always given.
+ */
+export function activityAttributes(row: ActivityRow, viewer?: ActivityViewer): Record<string, unknown> {
+  const ipShown = viewer === undefined || viewer.root_admin === 1 || (row.actor_type === 'user' && row.actor_id === viewer.id);
   return {
     id: row.id,
     event: row.event,
-    ip: row.ip,
+    ip: ipShown ? row.ip : null,
     description: row.description,
     actor: row.actor_type === null ? null : { type: row.actor_type, id: row.actor_id },
     subject: row.subject_type === null ? null : { type: row.subject_type, id: row.subject_id },

@@ -65,11 +65,15 @@ export async function sendWelcomeMail(ctx: PanelContext, user: UserRow): Promise
 /** Who makes a change: the signed-in admin or the application key's user (none for the CLI). */
 export interface UserChangeActor {
   actorId?: number | undefined;
+  /** The acting web session (by row id), kept when a password change ends the user's other sessions. */
+  keepSessionId?: number | undefined;
 }
 
 /**
  * Updates the given fields (a new password is hashed). An actor cannot remove their own
  * root_admin flag: 422 on `root_admin`, so the panel never locks out the admin using it.
+ * A new password ends every web session of the user but `by.keepSessionId` (a suspected leak is
+ * the usual reason for the change), whoever changes it: admin page, application API or CLI.
  */
 export async function updateUser(ctx: PanelContext, id: number, input: unknown, by: UserChangeActor = {}): Promise<UserRow> {
   const v = validateUpdate(input);
@@ -78,7 +82,11 @@ export async function updateUser(ctx: PanelContext, id: number, input: unknown, 
   const values: Partial<UserRow> = { ...toColumns({ ...v, password: undefined }), updated_at: now() } as Partial<UserRow>;
   if (v.email !== undefined) values.email = v.email.toLowerCase();
   if (v.password !== undefined) values.password = await hashPassword(v.password);
-  return found(await ctx.store.users.update(id, values), 'user');
+  const updated = found(await ctx.store.users.update(id, values), 'user');
+  if (v.password !== undefined) {
+    for (const s of await ctx.store.sessions.all({ user_id: id })) if (s.id !== by.keepSessionId) await ctx.store.sessions.remove(s.id);
+  }
+  return updated;
 }
 
 /**

@@ -103,12 +103,9 @@ export function registerAdminUsers(admin: FastifyInstance, ctx: PanelContext): v
     const values = formBody(req.body);
     try {
       const input = inputOf(values, INPUT);
-      const updated = await updateUser(ctx, user.id, input, { actorId: currentSession(req).user.id });
-      // A password set by an admin ends the user's other sessions (a suspected leak is the usual reason).
-      if (input.password !== undefined) {
-        const own = currentSession(req);
-        for (const s of await ctx.store.sessions.all({ user_id: user.id })) if (s.id !== own.row.id) await ctx.store.sessions.remove(s.id);
-      }
+      // A new password ends the user's sessions (updateUser), all but the acting admin's own.
+      const own = currentSession(req);
+      const updated = await updateUser(ctx, user.id, input, { actorId: own.user.id, keepSessionId: own.row.id });
       await adminAudit(ctx, req, 'admin:user.update', { type: 'user', id: user.id }, userUpdateProperties(input));
       setFlash(reply, 'success', `User ${updated.username} was saved.`);
       return seeOther(reply, `/admin/users/${user.id}`);

@@ -464,11 +464,14 @@ describe('panel trash bin', () => {
   describe('the trash folder on the core file routes', () => {
     let n: number;
     // Each client file route with each spelling of a path under .trash: slashes doubled, `.` and
-    // `..` components, no leading slash, every character percent-encoded.
+    // `..` components, no leading slash, every character percent-encoded, and through symlinks to
+    // the trash folder made inside the volume outside the API (as the game server could): `t` a
+    // relative one, `abs` an absolute one.
+    const LINKS = ['t', 'abs'];
     const pct = (p: string): string => [...p].map((c) => `%${c.charCodeAt(0).toString(16).padStart(2, '0')}`).join('');
     const trashRoutes = (key: string): [string, () => Promise<Response>][] => {
       const calls: [string, () => Promise<Response>][] = [];
-      const folders = [`/.trash/${n}`, `.trash/${n}`, `//.trash//${n}/`, `/./.trash/./${n}`, `/docs/../.trash/${n}`];
+      const folders = [`/.trash/${n}`, `.trash/${n}`, `//.trash//${n}/`, `/./.trash/./${n}`, `/docs/../.trash/${n}`, ...LINKS.map((l) => `/${l}/${n}`)];
       for (const dir of folders) {
         const file = `${dir}/secret.txt`;
         calls.push(
@@ -492,6 +495,15 @@ describe('panel trash bin', () => {
         ['delete trash ids', () => del(key, s1, { root: '/.trash', files: [String(n)] })],
         ['delete relative to another folder', () => del(key, s1, { root: '/docs', files: [`../.trash/${n}`], permanent: true })],
       );
+      for (const l of LINKS) {
+        calls.push(
+          [`list the trash through ${l}`, () => panel.api(key, 'GET', `${files(s1)}/list?directory=/${l}`)],
+          [`rename out of the trash through ${l}`, () => panel.api(key, 'PUT', `${files(s1)}/rename`, { root: '/', files: [{ from: `${l}/${n}`, to: 'stolen' }] })],
+          [`rename into the trash through ${l}`, () => panel.api(key, 'PUT', `${files(s1)}/rename`, { root: '/', files: [{ from: 'mine.txt', to: `${l}/mine.txt` }] })],
+          [`delete through ${l}`, () => del(key, s1, { root: `/${l}`, files: [String(n)] })],
+          [`delete for good through ${l}`, () => del(key, s1, { root: '/', files: [`${l}/${n}`], permanent: true })],
+        );
+      }
       return calls;
     };
     const untouched = (): void => {
@@ -507,6 +519,11 @@ describe('panel trash bin', () => {
       writeFileSync(vol(s1, 'mine.txt'), 'mine');
       assert.equal((await del(owner, s1, { root: '/', files: ['docs'] })).status, 204);
       n = records(s1).find((r) => r.path === 'docs')?.id ?? 0;
+      symlinkSync('.trash', vol(s1, 't'));
+      symlinkSync(vol(s1, '.trash'), vol(s1, 'abs'));
+    });
+    after(() => {
+      for (const l of LINKS) rmSync(vol(s1, l), { force: true });
     });
 
     it('answers 403 on every route and spelling to a subuser without trashbin.access, protect_trash_dir on or off', async () => {
@@ -535,6 +552,12 @@ describe('panel trash bin', () => {
         assert.deepEqual((listing.body as { data: Item[] }).data.map((f) => f.attributes.name), ['secret.txt'], 'a trashed folder lists from the volume');
         assert.equal((await panel.api(key, 'GET', `${files(s1)}/contents?file=${pct(`/.trash/${n}/secret.txt`)}`)).text, 'classified');
         assert.ok((await trashList(key, s1)).some((e) => e.attributes.trash_id === n));
+        for (const l of LINKS) {
+          const through = await panel.api(key, 'GET', `${files(s1)}/list?directory=/${l}`);
+          assert.equal(through.status, 200, through.text);
+          assert.ok((through.body as { data: Item[] }).data.some((e) => e.attributes.trash_id === n), `a link to the trash lists the records (${l})`);
+          assert.equal((await panel.api(key, 'GET', `${files(s1)}/contents?file=/${l}/${n}/secret.txt`)).text, 'classified');
+        }
       }
       // protect_trash_dir on: the routes that change refuse as before, to holders of trashbin.access too.
       const changes = trashRoutes(curator).filter(([label]) => !label.startsWith('list') && !label.startsWith('contents') && label !== 'delete trash ids');

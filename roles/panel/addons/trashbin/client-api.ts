@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError } from '../../../../src/core/app-error.ts';
 import type { FileCall, PanelContext } from '../../context.ts';
 import { item } from '../../http/api-format.ts';
-import { volumePath, type ClientApiKit } from '../../http/client-api.ts';
+import type { ClientApiKit } from '../../http/client-api.ts';
 import { requirePermission } from '../../services/server-access.ts';
 import { createValidator, validationError } from '../../services/validation.ts';
 import { createLoginThrottle } from '../../web/login-throttle.ts';
@@ -29,7 +29,8 @@ const trashDirRefused = (): AppError => displayError('The trash folder is manage
 
 /** Attaches the file manager hooks; runs once at attach. */
 export function attachFileHooks(ctx: PanelContext, service: TrashService): void {
-  // Every file route, whatever the spelling of its paths (the core normalises them): the trash
+  // Every file route, whatever the spelling of its paths or the symlinks on the way (the core
+  // resolves them as the volume walk does, so `t -> .trash` is judged as `.trash`): the trash
   // folder and what is in it need trashbin.access (spec/2 §1: subusers need it to see or manage
   // the trash), and changes there are refused while protect_trash_dir is on. Deletes are judged
   // by the delete hook below, which knows the `/.trash` root's ids. The list and delete hooks run
@@ -42,17 +43,19 @@ export function attachFileHooks(ctx: PanelContext, service: TrashService): void 
 
   (ctx.hooks.fileList ??= []).push(async (call, directory) => (directory === TRASH_DIR ? await service.list(call.access.server) : undefined));
 
-  (ctx.hooks.fileDelete ??= []).push(async (call, root, files, body) => {
+  (ctx.hooks.fileDelete ??= []).push(async (call, { root, files, paths }, body) => {
     const s = await service.settings();
     if (files.length > s.max_files_per_delete) {
       throw validationError([{ field: 'files', rule: 'max', detail: `the files field must not have more than ${s.max_files_per_delete} items` }]);
     }
     if (root.replace(/\/+$/, '') === TRASH_ROOT) {
-      // Each valid id names `.trash/{id}`, which the path hook has already checked for trashbin.access.
+      // Each valid id names `.trash/{id}`, which the path hook has normally checked already; checked
+      // again because the path hook saw resolved paths, and a `.trash` replaced by a link resolves elsewhere.
+      requirePermission(call.access, TRASH_PERMISSION);
       await service.remove(call, trashIds(files));
       return true;
     }
-    const paths = files.map((f) => volumePath(root, f));
+    // Resolved paths: a file reached through a link into the trash counts as in the trash.
     const inTrash = paths.some(isTrashPath);
     if (s.enabled && !truthy(body.permanent)) {
       if (inTrash) throw displayError('The trash folder and what is in it cannot be moved to the trash.');

@@ -1,0 +1,164 @@
+/**
+ * Security rules of the panel end to end against the real panel process: who sees which IP
+ * address in a server's client activity log (the actor themselves and root admins only, as
+ * Pterodactyl), and a password change ending the user's web sessions whichever way it is made
+ * (application API or admin page; the acting admin's own session stays).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { adminSession, type AdminSession } from './admin-session.ts';
+import { startPanel, type TestPanel } from './harness.ts';
+
+type Item = { object: string; attributes: Record<string, unknown> };
+const PASSWORD = 'correct horse battery';
+
+/** A browser-like web client of a user without two-factor authentication: a cookie jar, redirects not followed. */
+interface WebUser {
+  get(path: string): Promise<{ status: number; location: string }>;
+}
+
+async function signIn(baseUrl: string, username: string, password: string): Promise<WebUser> {
+  const jar = new Map<string, string>();
+  let csrf = '';
+  const send = async (method: string, path: string, form?: Record<string, string>): Promise<{ status: number; location: string }> => {
+    const res = await fetch(`${baseUrl}${path}`, {
+      method,
+      redirect: 'manual',
+      headers: {
+        accept: 'text/html',
+        cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
+        ...(form === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
+      },
+      ...(form === undefined ? {} : { body: new URLSearchParams({ _csrf: csrf, ...form }).toString() }),
+    });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair = ''] = line.split(';');
+      const eq = pair.indexOf('=');
+      const value = pair.slice(eq + 1).trim();
+      if (value === '') jar.delete(pair.slice(0, eq).trim());
+      else jar.set(pair.slice(0, eq).trim(), value);
+    }
+    const text = await res.text();
+    csrf = /name="_csrf" value="([^"]+)"/.exec(text)?.[1] ?? csrf;
+    return { status: res.status, location: res.headers.get('location') ?? '' };
+  };
+  assert.equal((await send('GET', '/auth/login')).status, 200);
+  const login = await send('POST', '/auth/login', { username, password });
+  assert.equal(login.status, 303, `sign-in of ${username}`);
+  return { get: (path) => send('GET', path) };
+}
+
+describe('panel security rules', () => {
+  let panel: TestPanel;
+  let admin: string;
+  let adminClient: string;
+  let owner: string;
+  let helper: string;
+  let ownerId: number;
+  let helperId: number;
+  let rootId: number;
+  let server: { id: number; uuid: string; identifier: string };
+
+  before(async () => {
+    panel = await startPanel();
+    rootId = panel.createUser('root', { admin: true });
+    ownerId = panel.createUser('owner');
+    helperId = panel.createUser('helper');
+    admin = panel.createKey('root', 'application');
+    adminClient = panel.createKey('root', 'client');
+    owner = panel.createKey('owner', 'client');
+    helper = panel.createKey('helper', 'client');
+    const loc = (await panel.api(admin, 'POST', '/api/application/locations', { short: 'fra1' })).body as Item;
+    const node = (await panel.api(admin, 'POST', '/api/application/nodes', { name: 'node-1', fqdn: 'node1.example.test', location_id: loc.attributes.id })).body as Item;
+    const allocs = ((await panel.api(admin, 'POST', `/api/application/nodes/${String(node.attributes.id)}/allocations`, { ip: '127.0.0.1', ports: [25565] })).body as { data: Item[] }).data;
+    const nest = ((await panel.api(admin, 'POST', '/api/application/nests', { name: 'Games' })).body as Item).attributes.id as number;
+    const egg = ((await panel.api(admin, 'POST', `/api/application/nests/${nest}/eggs`, { name: 'Paper', docker_image: 'img:1', startup: 'run' })).body as Item).attributes.id as number;
+    const r = await panel.api(admin, 'POST', '/api/application/servers', { name: 'One', user: ownerId, egg, limits: { memory: 512, swap: 0, disk: 1024, io: 500, cpu: 100 }, feature_limits: {}, allocation: { default: allocs[0]?.attributes.id } });
+    assert.equal(r.status, 201, r.text);
+    server = (r.body as Item).attributes as unknown as typeof server;
+    mkdirSync(join(panel.volumesDir, server.uuid), { recursive: true });
+    const sub = await panel.api(owner, 'POST', `/api/client/servers/${server.identifier}/users`, { email: 'helper@example.test', permissions: ['file.update', 'activity.read'] });
+    assert.equal(sub.status, 200, sub.text);
+  });
+  after(async () => panel?.stop());
+
+  it('shows an activity entry ip only to its actor and to root admins, keeping the actor', async () => {
+    const files = `/api/client/servers/${server.identifier}/files`;
+    assert.equal((await panel.api(owner, 'POST', `${files}/write?file=/by-owner.txt`, 'o', { 'content-type': 'text/plain' })).status, 204);
+    assert.equal((await panel.api(helper, 'POST', `${files}/write?file=/by-helper.txt`, 'h', { 'content-type': 'text/plain' })).status, 204);
+    assert.equal((await panel.api(admin, 'POST', `/api/application/servers/${server.id}/suspend`)).status, 204);
+    assert.equal((await panel.api(admin, 'POST', `/api/application/servers/${server.id}/unsuspend`)).status, 204);
+
+    const seenBy = async (key: string): Promise<Map<string, Record<string, unknown>>> => {
+      const r = await panel.api(key, 'GET', `/api/client/servers/${server.identifier}/activity`);
+      assert.equal(r.status, 200, r.text);
+      const rows = (r.body as { data: Item[] }).data.map((e) => e.attributes);
+      const byOwner = rows.find((e) => e.event === 'server:file.write' && (e.properties as { file: string }).file === '/by-owner.txt');
+      const byHelper = rows.find((e) => e.event === 'server:file.write' && (e.properties as { file: string }).file === '/by-helper.txt');
+      const byAdmin = rows.find((e) => e.event === 'server:suspended');
+      assert.ok(byOwner !== undefined && byHelper !== undefined && byAdmin !== undefined, JSON.stringify(rows));
+      assert.deepEqual(byOwner.actor, { type: 'user', id: ownerId });
+      assert.deepEqual(byHelper.actor, { type: 'user', id: helperId });
+      assert.deepEqual(byAdmin.actor, { type: 'user', id: rootId });
+      return new Map([['owner', byOwner], ['helper', byHelper], ['admin', byAdmin]]);
+    };
+    const ipOf = (entries: Map<string, Record<string, unknown>>, who: string): unknown => entries.get(who)?.ip;
+    // Hidden is `ip: null`, the key kept as Pterodactyl keeps it.
+    const hasIp = (entries: Map<string, Record<string, unknown>>, who: string): boolean => {
+      const entry = entries.get(who) ?? {};
+      assert.ok(Object.hasOwn(entry, 'ip'), `the ${who} entry has an ip key`);
+      return entry.ip !== null;
+    };
+
+    const asOwner = await seenBy(owner);
+    assert.match(String(ipOf(asOwner, 'owner')), /127\.0\.0\.1/, 'the owner sees their own address');
+    assert.equal(hasIp(asOwner, 'helper'), false, 'not a subuser address');
+    assert.equal(hasIp(asOwner, 'admin'), false, 'not an admin address');
+
+    const asHelper = await seenBy(helper);
+    assert.match(String(ipOf(asHelper, 'helper')), /127\.0\.0\.1/, 'the subuser sees their own address');
+    assert.equal(hasIp(asHelper, 'owner'), false);
+    assert.equal(hasIp(asHelper, 'admin'), false);
+
+    const asAdmin = await seenBy(adminClient);
+    for (const who of ['owner', 'helper', 'admin']) assert.match(String(ipOf(asAdmin, who)), /127\.0\.0\.1/, `a root admin sees the ${who} address`);
+  });
+
+  it('ends the web sessions of a user whose password changes through the application API', async () => {
+    const web = await signIn(panel.url, 'helper', PASSWORD);
+    const other = await signIn(panel.url, 'helper', PASSWORD);
+    assert.equal((await web.get('/account')).status, 200);
+    const r = await panel.api(admin, 'PATCH', `/api/application/users/${helperId}`, { password: 'another correct horse' });
+    assert.equal(r.status, 200, r.text);
+    for (const s of [web, other]) {
+      const after = await s.get('/account');
+      assert.notEqual(after.status, 200, 'the old session is gone');
+      assert.match(after.location, /\/auth\/login/);
+    }
+    assert.equal((await (await signIn(panel.url, 'helper', 'another correct horse')).get('/account')).status, 200, 'the new password signs in');
+
+    // A change without a password leaves sessions alone.
+    const kept = await signIn(panel.url, 'helper', 'another correct horse');
+    assert.equal((await panel.api(admin, 'PATCH', `/api/application/users/${helperId}`, { first_name: 'Helen' })).status, 200);
+    assert.equal((await kept.get('/account')).status, 200);
+  });
+
+  it('ends the web sessions of a user whose password an admin changes on the admin page, keeping the admin session', async () => {
+    const web: AdminSession = await adminSession(panel.url, 'root', PASSWORD);
+    const userWeb = await signIn(panel.url, 'owner', PASSWORD);
+    assert.equal((await userWeb.get('/account')).status, 200);
+    await web.get(`/admin/users/${ownerId}`);
+    const saved = await web.post(`/admin/users/${ownerId}`, { username: 'owner', email: 'owner@example.test', first_name: '', last_name: '', password: 'owner new password' });
+    assert.equal(saved.status, 303, saved.text.slice(0, 2000));
+    assert.notEqual((await userWeb.get('/account')).status, 200, 'the user session is gone');
+    assert.equal((await web.get('/admin')).status, 200, 'the acting admin stays signed in');
+
+    // The admin changing their own password on the page keeps that very session.
+    await web.get(`/admin/users/${rootId}`);
+    const own = await web.post(`/admin/users/${rootId}`, { username: 'root', email: 'root@example.test', first_name: '', last_name: '', password: 'root new password', root_admin: 'on' });
+    assert.equal(own.status, 303, own.text.slice(0, 2000));
+    assert.equal((await web.get('/admin')).status, 200);
+  });
+});
