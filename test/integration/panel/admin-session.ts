@@ -33,16 +33,18 @@ function csrfOf(html: string): string | undefined {
   return /name="_csrf" value="([^"]+)"/.exec(html)?.[1];
 }
 
+/** What a page or script request sends: a form (with the page's CSRF token) or a JSON body (token in a header). */
+export type WebSend = (method: string, path: string, form?: Record<string, string>, accept?: string, json?: unknown) => Promise<WebResponse>;
+
 /**
- * Signs `username` in at `baseUrl`. Without `secret` the account is enrolled in 2FA on the way
- * (admins must have it; the enrolment page shows the secret); with it, the sign-in passes the
- * two-factor checkpoint. Throws with the page text when a step does not answer as expected.
+ * A browser-like client of the panel's web: a cookie jar (cleared and expired cookies dropped),
+ * the CSRF token of the last page it read, redirects not followed.
  */
-export async function adminSession(baseUrl: string, username: string, password: string, opts: { secret?: string } = {}): Promise<AdminSession> {
+export function webClient(baseUrl: string): WebSend {
   const jar = new Map<string, string>();
   let csrf = '';
 
-  async function send(method: string, path: string, form?: Record<string, string>, accept = 'text/html', json?: unknown): Promise<WebResponse> {
+  return async function send(method, path, form, accept = 'text/html', json) {
     const body = json !== undefined ? JSON.stringify(json) : form === undefined ? undefined : new URLSearchParams({ _csrf: csrf, ...form }).toString();
     const res = await fetch(`${baseUrl}${path}`, {
       method,
@@ -66,7 +68,16 @@ export async function adminSession(baseUrl: string, username: string, password: 
     const text = await res.text();
     csrf = csrfOf(text) ?? csrf;
     return { status: res.status, text, location: res.headers.get('location') ?? '' };
-  }
+  };
+}
+
+/**
+ * Signs `username` in at `baseUrl`. Without `secret` the account is enrolled in 2FA on the way
+ * (admins must have it; the enrolment page shows the secret); with it, the sign-in passes the
+ * two-factor checkpoint. Throws with the page text when a step does not answer as expected.
+ */
+export async function adminSession(baseUrl: string, username: string, password: string, opts: { secret?: string } = {}): Promise<AdminSession> {
+  const send = webClient(baseUrl);
 
   const expect = (r: WebResponse, status: number, what: string): WebResponse => {
     if (r.status !== status) throw new Error(`${what}: expected ${status}, got ${r.status} ${r.location}\n${r.text.slice(0, 2000)}`);

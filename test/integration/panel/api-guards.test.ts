@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
-import { adminSession } from './admin-session.ts';
+import { adminSession, webClient } from './admin-session.ts';
 import { startPanel, type TestPanel } from './harness.ts';
 
 type Item = { object: string; attributes: Record<string, unknown> };
@@ -234,27 +234,8 @@ describe('panel guards', () => {
   });
 
   it('counts failed logins per account whether named by username or email', async () => {
-    const jar = new Map<string, string>();
-    let csrf = '';
-    const send = async (method: 'GET' | 'POST', form?: Record<string, string>): Promise<number> => {
-      const res = await fetch(`${panel.url}/auth/login`, {
-        method,
-        redirect: 'manual',
-        headers: {
-          accept: 'text/html',
-          cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
-          ...(form === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
-        },
-        ...(form === undefined ? {} : { body: new URLSearchParams({ _csrf: csrf, ...form }).toString() }),
-      });
-      for (const line of res.headers.getSetCookie()) {
-        const [pair = ''] = line.split(';');
-        const eq = pair.indexOf('=');
-        jar.set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
-      }
-      csrf = /name="_csrf" value="([^"]+)"/.exec(await res.text())?.[1] ?? csrf;
-      return res.status;
-    };
+    const web = webClient(panel.url);
+    const send = async (method: 'GET' | 'POST', form?: Record<string, string>): Promise<number> => (await web(method, '/auth/login', form)).status;
     assert.equal(await send('GET'), 200);
     for (const login of ['carol', 'carol@example.test', 'carol', 'CAROL@example.test', 'carol']) assert.equal(await send('POST', { username: login, password: 'wrong password' }), 401, login);
     assert.equal(await send('POST', { username: 'carol@example.test', password: PASSWORD }), 429, 'the account is locked for both identifiers after 5 failures in total');

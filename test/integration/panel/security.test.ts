@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { adminSession, type AdminSession } from './admin-session.ts';
+import { adminSession, webClient, type AdminSession } from './admin-session.ts';
 import { startPanel, type TestPanel } from './harness.ts';
 
 type Item = { object: string; attributes: Record<string, unknown> };
@@ -20,30 +20,7 @@ interface WebUser {
 }
 
 async function signIn(baseUrl: string, username: string, password: string): Promise<WebUser> {
-  const jar = new Map<string, string>();
-  let csrf = '';
-  const send = async (method: string, path: string, form?: Record<string, string>): Promise<{ status: number; location: string }> => {
-    const res = await fetch(`${baseUrl}${path}`, {
-      method,
-      redirect: 'manual',
-      headers: {
-        accept: 'text/html',
-        cookie: [...jar].map(([k, v]) => `${k}=${v}`).join('; '),
-        ...(form === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
-      },
-      ...(form === undefined ? {} : { body: new URLSearchParams({ _csrf: csrf, ...form }).toString() }),
-    });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair = ''] = line.split(';');
-      const eq = pair.indexOf('=');
-      const value = pair.slice(eq + 1).trim();
-      if (value === '') jar.delete(pair.slice(0, eq).trim());
-      else jar.set(pair.slice(0, eq).trim(), value);
-    }
-    const text = await res.text();
-    csrf = /name="_csrf" value="([^"]+)"/.exec(text)?.[1] ?? csrf;
-    return { status: res.status, location: res.headers.get('location') ?? '' };
-  };
+  const send = webClient(baseUrl);
   assert.equal((await send('GET', '/auth/login')).status, 200);
   const login = await send('POST', '/auth/login', { username, password });
   assert.equal(login.status, 303, `sign-in of ${username}`);
