@@ -78,6 +78,8 @@ function main(): void {
     }),
   );
   // The proxy fronts the node agent's API as an example site: http://localhost:8081/api/v1/health.
+  // Its clients are programs, not browsers, so the site turns the bot check off (with it on, curl
+  // is answered 403 by rule `bot`); every other protection keeps its default.
   const proxyRoot = join(RUN, 'proxy');
   mkdirSync(join(proxyRoot, 'sites.d'), { recursive: true });
   const adminTokenFile = join(RUN, 'proxy-admin-token');
@@ -88,7 +90,7 @@ function main(): void {
     stringify({ listen_http: [PROXY_HTTP], listen_https: [], admin: { listen: PROXY_ADMIN, tokens: [{ name: 'make-run', token: adminToken, role: 'admin' }] } }),
   );
   const site = join(proxyRoot, 'sites.d', 'node-agent.yaml');
-  if (!existsSync(site)) writeFileSync(site, stringify({ hostnames: ['localhost', '127.0.0.1'], origin: { url: `http://127.0.0.1:${AGENT_PORT}` } }));
+  if (!existsSync(site)) writeFileSync(site, stringify({ hostnames: ['localhost', '127.0.0.1'], origin: { url: `http://127.0.0.1:${AGENT_PORT}` }, protection: { bot: { enabled: false } } }));
   // The container daemon shapes every container of the engine it talks to, so make run points it at
   // a socket of its own where no engine runs: it starts, serves its CLI and waits for an engine.
   const bandwidthdConfig = join(RUN, 'bandwidthd.yaml');
