@@ -1,15 +1,17 @@
 /**
- * The panel's management commands (`hostkit panel user|node|key create`, `mail test`): they open
+ * The panel's management commands (`hostkit panel user|node|key create`, `user list|password|disable-2fa`,
+ * `mail test`): they open
  * the same store as the running panel (SQLite allows the second writer to wait its turn), print
  * for people or JSON with --json, and show a secret (password, pairing token, API key) once.
  */
 import { AppError } from '../../src/core/app-error.ts';
-import { printLine as print } from '../../src/lib/cli-format.ts';
+import { printLine as print, table } from '../../src/lib/cli-format.ts';
 import { randomAlnum } from './auth/secrets.ts';
+import { clearTwoFactor } from './auth/two-factor.ts';
 import { openPanel } from './panel.ts';
 import { apiKeyAttributes, createApiKey, type KeyType } from './services/api-keys.ts';
 import { createNode, nodeAttributes } from './services/infrastructure.ts';
-import { createUser, userAttributes } from './services/users.ts';
+import { createUser, updateUser, userAttributes } from './services/users.ts';
 import type { PanelContext } from './context.ts';
 import type { UserRow } from './store/records.ts';
 
@@ -45,6 +47,41 @@ export async function userCreateCommand(o: UserCreateOptions): Promise<void> {
   if (o.json === true) return print(JSON.stringify({ object: 'user', attributes: userAttributes(user), ...(o.password === undefined ? { meta: { password } } : {}) }, null, 2));
   print(`created ${user.root_admin === 1 ? 'administrator' : 'user'} ${user.username} <${user.email}> (id ${user.id})`);
   if (o.password === undefined) print(`password: ${password}\n(shown once: note it now)`);
+}
+
+/** `user list`: every user, administrators marked, for finding the one to act on. */
+export async function userListCommand(o: { config: string; json?: boolean }): Promise<void> {
+  const users = await withPanel(o.config, async (ctx) => ctx.store.users.all());
+  if (o.json === true) return print(JSON.stringify({ object: 'list', data: users.map((u) => ({ object: 'user', attributes: userAttributes(u) })) }, null, 2));
+  if (users.length === 0) return print('no users yet: create the first administrator with hostkit panel user create --admin');
+  print(table([['ID', 'USERNAME', 'EMAIL', 'ADMIN', '2FA'], ...users.map((u) => [String(u.id), u.username, u.email, u.root_admin === 1 ? 'yes' : 'no', u.use_totp === 1 ? 'on' : 'off'])]));
+}
+
+/**
+ * `user password`: sets a user's password (a random one printed once without --password) and
+ * ends their web sessions, as every password change does; recorded in the activity log.
+ */
+export async function userPasswordCommand(o: { config: string; user: string; password?: string }): Promise<void> {
+  const password = o.password ?? randomAlnum(20);
+  const user = await withPanel(o.config, async (ctx) => {
+    const u = await updateUser(ctx, (await findUser(ctx, o.user)).id, { password });
+    await ctx.activity.log({ event: 'admin:user.update', subject: { type: 'user', id: u.id }, properties: { fields: [], password_changed: true, via: 'cli' } });
+    return u;
+  });
+  print(`password of ${user.username} changed; their web sessions are ended`);
+  if (o.password === undefined) print(`password: ${password}\n(shown once: note it now)`);
+}
+
+/** `user disable-2fa`: for a user locked out without their authenticator and recovery codes. */
+export async function userDisableTwoFactorCommand(o: { config: string; user: string }): Promise<void> {
+  const user = await withPanel(o.config, async (ctx) => {
+    const u = await findUser(ctx, o.user);
+    if (u.use_totp !== 1) return { ...u, changed: false };
+    await clearTwoFactor(ctx, u.id);
+    await ctx.activity.log({ event: 'admin:user.two-factor.delete', subject: { type: 'user', id: u.id }, properties: { via: 'cli' } });
+    return { ...u, changed: true };
+  });
+  print(user.changed ? `two-factor authentication of ${user.username} is off; they sign in with their password alone until they set it up again` : `two-factor authentication of ${user.username} was already off`);
 }
 
 export interface NodeCreateOptions {

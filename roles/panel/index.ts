@@ -37,6 +37,19 @@ export const panelRole: RoleDefinition = {
       .option('--json', 'print JSON')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
       .action(async (o: UserCreateOptions) => (await commands()).userCreateCommand(o));
+    subcommand(user, 'list', 'list the users: id, username, email, administrator, two-factor')
+      .option('--json', 'print JSON')
+      .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
+      .action(async (o: { config: string; json?: boolean }) => (await commands()).userListCommand(o));
+    subcommand(user, 'password', "set a user's password and end their web sessions (a random password is generated and printed when --password is left out)")
+      .requiredOption('--user <user>', 'user id, username or email')
+      .option('--password <password>', 'new password, at least 8 characters')
+      .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
+      .action(async (o: { config: string; user: string; password?: string }) => (await commands()).userPasswordCommand(o));
+    subcommand(user, 'disable-2fa', 'turn off two-factor authentication for a user who lost their authenticator and recovery codes')
+      .requiredOption('--user <user>', 'user id, username or email')
+      .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
+      .action(async (o: { config: string; user: string }) => (await commands()).userDisableTwoFactorCommand(o));
 
     const node = subcommand(cmd, 'node', 'manage nodes');
     subcommand(node, 'create', 'create a node and print its pairing token (shown once)')

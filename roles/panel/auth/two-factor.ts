@@ -65,8 +65,13 @@ export async function enableTwoFactor(ctx: PanelContext, user: UserRow, code: st
 /** Turns 2FA off; needs the account password. */
 export async function disableTwoFactor(ctx: PanelContext, user: UserRow, password: string): Promise<void> {
   if (!(await verifyPassword(password, user.password))) throw new AppError('ERR_BAD_PASSWORD', 'the password is not correct', { status: 400 });
-  await ctx.store.replaceRecoveryTokens(user.id, [], now());
-  await ctx.store.users.update(user.id, { use_totp: 0, totp_secret: null, totp_last_step: 0, updated_at: now() });
+  await clearTwoFactor(ctx, user.id);
+}
+
+/** Turns 2FA off without the password: the operator's way back in for a user who lost the device and the recovery codes. */
+export async function clearTwoFactor(ctx: PanelContext, userId: number): Promise<void> {
+  await ctx.store.replaceRecoveryTokens(userId, [], now());
+  await ctx.store.users.update(userId, { use_totp: 0, totp_secret: null, totp_last_step: 0, updated_at: now() });
 }
 
 /** The login checkpoint: a TOTP code, or a recovery code (which is then used up). */

@@ -138,4 +138,44 @@ describe('panel security rules', () => {
     assert.equal(own.status, 303, own.text.slice(0, 2000));
     assert.equal((await web.get('/admin')).status, 200);
   });
+
+  it('lets the operator give a locked-out administrator a new password and turn their two-factor off from the command line', async () => {
+    const lockedId = panel.createUser('locked', { admin: true });
+    const before = await adminSession(panel.url, 'locked', PASSWORD);
+    const listed = JSON.parse(panel.cli('user', 'list', '--json').stdout) as { data: Item[] };
+    assert.deepEqual(
+      listed.data.filter((u) => u.attributes.username === 'locked').map((u) => [u.attributes.id, u.attributes.root_admin, u.attributes['2fa']]),
+      [[lockedId, true, true]],
+    );
+    assert.match(panel.cli('user', 'list').stdout, /^\s*\d+\s+locked\s+locked@example\.test\s+yes\s+on$/m);
+
+    const reset = panel.cli('user', 'password', '--user', 'locked@example.test');
+    assert.equal(reset.code, 0, reset.stderr);
+    const password = /^password: (\S+)$/m.exec(reset.stdout)?.[1] ?? '';
+    assert.equal(password.length, 20, reset.stdout);
+    assert.match((await before.get('/admin')).location, /\/auth\/login/, 'the old session is ended');
+    const browser = webClient(panel.url);
+    await browser('GET', '/auth/login');
+    const login = await browser('POST', '/auth/login', { username: 'locked', password });
+    assert.equal(login.location, '/auth/login/checkpoint', 'the new password signs in, two-factor still asked');
+
+    const off = panel.cli('user', 'disable-2fa', '--user', String(lockedId));
+    assert.equal(off.code, 0, off.stderr);
+    assert.match(off.stdout, /two-factor authentication of locked is off/);
+    // Signed in with the password alone, an administrator is sent to enrol again (adminSession does so).
+    await adminSession(panel.url, 'locked', password);
+    assert.match(panel.cli('user', 'disable-2fa', '--user', 'locked').stdout, /is off/);
+    assert.match(panel.cli('user', 'disable-2fa', '--user', 'locked').stdout, /was already off/);
+
+    for (const [args, code, message] of [
+      [['user', 'password', '--user', 'nobody'], 1, /no user "nobody"/],
+      [['user', 'password', '--user', 'locked', '--password', 'short'], 1, /password/],
+      [['user', 'disable-2fa'], 2, /required option '--user <user>'/],
+    ] as const) {
+      const r = panel.cli(...args);
+      assert.equal(r.code, code, `${args.join(' ')}: ${r.stdout}`);
+      assert.match(r.stderr, message);
+      assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+    }
+  });
 });
