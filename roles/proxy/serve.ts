@@ -30,7 +30,7 @@ import { createRateShaper } from './rate-shaper.ts';
 import { createEventBus, type EventBus } from './event-bus.ts';
 import { createMitigation, type MitigationEvent } from './mitigation.ts';
 import { startWorkers, workerCount } from './proxy-workers.ts';
-import type { RequestEvent } from './recent-events.ts';
+import type { ProxyEvent, RequestEvent } from './recent-events.ts';
 import { SharedTable } from './shared-table.ts';
 import { encodeSites, unpackEvents, type ConfigSnapshot, type FromWorker } from './worker-protocol.ts';
 import { createRecentEvents } from './recent-events.ts';
@@ -53,6 +53,19 @@ function parserHeaderLimit(gen: Generation): number {
     max = Math.max(max, l.max_uri_bytes + l.max_header_bytes + 1024);
   }
   return max;
+}
+
+/**
+ * The access log: at log_level debug (or trace) one line per request event, a WebSocket at its
+ * 101. It follows the telemetry bus, so under congestion it drops what the bus drops (counted in
+ * the metrics). The line's own time is the response's end; `duration_ms` says when it began.
+ */
+function accessLog(logger: AppLogger): (e: ProxyEvent) => void {
+  return (e) => {
+    if (e.kind !== 'request' || !logger.isLevelEnabled('debug')) return;
+    const { site, client_ip, method, host, path, status, bytes_in, bytes_out, duration_ms, rule } = e;
+    logger.debug({ site, client_ip, method, host, path, status, bytes_in, bytes_out, duration_ms, rule }, '%s %s%s %d', method, host, path, status);
+  };
 }
 
 /** log_level before anything is logged, so the loading itself logs at the configured level. */
@@ -199,6 +212,7 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
   const events = bus;
   events.subscribe(ring.record);
   events.subscribe(telemetry.record);
+  events.subscribe(accessLog(logger));
 
   // Events of WebSocket 101s, by worker and ref, until their tunnel's totals arrive.
   const tunnels = new Map<string, RequestEvent>();

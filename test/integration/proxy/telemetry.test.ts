@@ -78,3 +78,16 @@ test('the bus is bounded: each of 200 concurrent requests is counted or counted 
     return (sample(t, 'osproxy_requests_total{site="burst",status_class="2xx"}') ?? 0) + (sample(t, 'osproxy_events_dropped_total') ?? 0) - dropped0 === 200;
   });
 });
+
+test('at log_level debug each request is one access-log line, the path without its query as in the events', async () => {
+  assert.equal((await request({ port: root.httpPort, host: 'tm.test', path: '/bytes/7?access=log' })).status, 200);
+  await until('the access-log line', () => proxy.output().includes('"msg":"GET tm.test/bytes/7 200"'));
+  const line = proxy.output().split('\n').find((l) => l.includes('"msg":"GET tm.test/bytes/7 200"')) ?? '';
+  const entry = JSON.parse(line) as Record<string, unknown>;
+  assert.equal(entry.level, 'debug');
+  assert.deepEqual(
+    { site: entry.site, client_ip: entry.client_ip, method: entry.method, host: entry.host, path: entry.path, status: entry.status, bytes_out: entry.bytes_out, rule: entry.rule },
+    { site: 'tm', client_ip: '127.0.0.1', method: 'GET', host: 'tm.test', path: '/bytes/7', status: 200, bytes_out: 7, rule: null },
+  );
+  assert.equal(typeof entry.duration_ms, 'number');
+});
