@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals } from '../../src/core/shutdown.ts';
-import { acquireLock } from '../../src/lib/instance-lock.ts';
+import { acquireLock, lockPathFor } from '../../src/lib/instance-lock.ts';
 import { claimSocketPath, restrictSocket } from '../../src/lib/local-socket.ts';
 import { createTrafficControl } from '../../src/lib/tc.ts';
 import { createAgent } from './agent.ts';
@@ -28,7 +28,7 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
     // One agent per store: a second one on the same database would keep its own limits and
     // counters and write them over the first one's.
     if (config.database.path !== ':memory:') {
-      const lock = acquireLock(`${config.database.path}.lock`, 'bandwidth-node');
+      const lock = acquireLock(lockPathFor(config.database.path), 'bandwidth-node');
       shutdown.add('lock', () => lock.release());
     }
     const token = readFileSync(config.panel.token_file, 'utf8').trim();

@@ -15,6 +15,10 @@ import { openPanelStore, type PanelStore } from './store/store.ts';
 import type { RunningAddon } from './addons/addon.ts';
 import { ADDONS } from './addons/index.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
+import { acquireLock, lockPathFor, type InstanceLock } from '../../src/lib/instance-lock.ts';
+import { accessSync, chownSync, constants, existsSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { DATABASE_FILE } from './store/store.ts';
 
 export interface OpenPanel {
   ctx: PanelContext;
@@ -36,15 +40,68 @@ async function sampleSecret(store: PanelStore): Promise<string | undefined> {
   return node?.token_encrypted ?? (await store.users.findBy({ use_totp: 1 }))?.totp_secret ?? undefined;
 }
 
-/** `quiet` turns console logging off (CLI commands print their own lines). */
-export async function openPanel(configPath: string, opts: { quiet?: boolean } = {}): Promise<OpenPanel> {
+/**
+ * Files root makes in a data_dir that belongs to the panel's user (a CLI command run as root
+ * before the first start: the install steps' `user create`) are handed to that user, or the
+ * service could not write its own database or read its key.
+ */
+function handOver(dataDir: string, files: string[]): void {
+  if (process.getuid?.() !== 0) return;
+  const owner = statSync(dataDir);
+  if (owner.uid === 0) return;
+  for (const f of files) {
+    try {
+      const st = statSync(f);
+      if (st.uid === 0) chownSync(f, owner.uid, owner.gid);
+    } catch {
+      // not there (the WAL files come and go)
+    }
+  }
+}
+
+/** `serve` refuses a database or key it could not write or read, naming the file and its owner, instead of failing at the first write. */
+function checkAccess(files: { path: string; mode: number }[]): void {
+  for (const { path, mode } of files) {
+    if (!existsSync(path)) continue;
+    try {
+      accessSync(path, mode);
+    } catch {
+      const st = statSync(path);
+      throw new AppError(
+        'ERR_DATA_ACCESS',
+        `${path} cannot be ${mode === constants.R_OK ? 'read' : 'written'} by this user (uid ${String(process.getuid?.())}): it belongs to uid ${st.uid} with mode ${(st.mode & 0o777).toString(8)}; give it to the panel's user (chown) or run the panel as its owner`,
+      );
+    }
+  }
+}
+
+/** `quiet` turns console logging off (CLI commands print their own lines); `serve` makes the open hold the single-instance lock and check file access. */
+export async function openPanel(configPath: string, opts: { quiet?: boolean; serve?: boolean } = {}): Promise<OpenPanel> {
   const { config, warnings } = loadPanelConfig(configPath);
   const logger = createLogger({ name: 'panel', ...config.logging, ...(opts.quiet === true ? { console: false } : {}), redactKeys: ['password', 'token', 'totp_secret', 'secret_token', 'pairing_token'] });
   makeDirs(config.data_dir, 0o750);
-  const store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
+  const dbFile = join(config.data_dir, DATABASE_FILE);
+  const keyFile = appKeyPath(config.data_dir, config.app_key_file);
+  let lock: InstanceLock | undefined;
+  if (opts.serve === true) {
+    // Two panels on one database would both run the purge, the health snapshots and the bulk queue.
+    lock = acquireLock(lockPathFor(dbFile), 'panel');
+    try {
+      checkAccess([dbFile, `${dbFile}-wal`, `${dbFile}-shm`].map((path) => ({ path, mode: constants.R_OK | constants.W_OK })).concat([{ path: keyFile, mode: constants.R_OK }]));
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
+  }
+  let store: PanelStore;
+  try {
+    store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   let loaded: ReturnType<typeof loadAppKey>;
   try {
-    const keyFile = appKeyPath(config.data_dir, config.app_key_file);
     const sealed = await sampleSecret(store);
     loaded = loadAppKey(keyFile, sealed === undefined);
     // A key from another install (or a restore that mixed files up) is refused here rather than
@@ -52,8 +109,10 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean } = 
     if (sealed !== undefined && !loaded.key.opens(sealed)) throw new AppError('ERR_APP_KEY', `${keyFile} is not the key this database's secrets were encrypted with (pairing tokens, 2FA secrets): restore the matching key file from a backup`);
   } catch (err) {
     store.close();
+    lock?.release();
     throw err;
   }
+  handOver(config.data_dir, [dbFile, `${dbFile}-wal`, `${dbFile}-shm`, keyFile]);
   const { key, created } = loaded;
   const activity = createActivityLog(store, (err) => logger.error({ err }, 'could not write an activity log entry'));
   const ctx: PanelContext = { config, store, appKey: key, logger, activity, mailer: createMailer(config.mail), hooks: { serverSuspension: [], serverCreated: [], serverDeleted: [] }, permissions: createPermissionRegistry() };
@@ -66,6 +125,7 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean } = 
     appKeyCreated: created,
     async close() {
       store.close();
+      lock?.release();
       await logger.close();
     },
   };

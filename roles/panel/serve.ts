@@ -11,7 +11,7 @@ import { openPanel } from './panel.ts';
 
 /** Resolves once listening; runs until a signal stops the process. */
 export async function servePanel(configPath: string): Promise<void> {
-  const panel = await openPanel(configPath);
+  const panel = await openPanel(configPath, { serve: true });
   const { ctx, logger } = panel;
   for (const w of panel.warnings) logger.warn(`${configPath}: ${w}`);
   const shutdown = createShutdown({ logger });

@@ -1154,6 +1154,7 @@ export const panelConfigSchema: SchemaNode = {
     },
     "data_dir": {
       "type": "string",
+      "minLength": 1,
       "default": "/var/lib/hostkit-panel",
       "description": "data directory (database, app key)"
     },

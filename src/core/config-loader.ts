@@ -264,7 +264,7 @@ function describe(e: AjvErrorLike): string {
     case 'exclusiveMinimum':
       return `must be above ${String(p['limit'])}`;
     case 'minLength':
-      return `must be at least ${String(p['limit'])} characters long`;
+      return p['limit'] === 1 ? 'must not be empty' : `must be at least ${String(p['limit'])} characters long`;
     case 'maxLength':
       return `must be at most ${String(p['limit'])} characters long`;
     case 'minItems':

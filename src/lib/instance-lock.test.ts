@@ -1,9 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { acquireLock, pidAlive, writePidFile } from './instance-lock.ts';
+import { acquireLock, lockPathFor, pidAlive, writePidFile } from './instance-lock.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'hk-bwd-lock-'));
 
@@ -28,6 +29,37 @@ test('a lock left by a dead process, or an unreadable one, is taken over', () =>
   lock.release();
   writeFileSync(path, 'garbage');
   acquireLock(path, 'bandwidth daemon').release();
+});
+
+test('a lock whose pid now belongs to a process started after the lock was written (a reboot reused it) is taken over', async () => {
+  const path = join(dir, 'bw4.lock');
+  const other = spawn('sleep', ['30']);
+  try {
+    await new Promise((resolve) => other.once('spawn', resolve));
+    writeFileSync(path, `${other.pid}\n`);
+    // Written an hour before this process started: a crashed holder's lock.
+    const hourAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(path, hourAgo, hourAgo);
+    const lock = acquireLock(path, 'bandwidth daemon');
+    assert.equal(readFileSync(path, 'utf8').trim(), String(process.pid));
+    lock.release();
+    // The same live process written into a fresh lock is a holder.
+    writeFileSync(path, `${other.pid}\n`);
+    assert.throws(() => acquireLock(path, 'bandwidth daemon'), new RegExp(`already running \\(pid ${other.pid} holds`));
+  } finally {
+    other.kill();
+  }
+});
+
+test('the lock path of a data file follows symlinks to the real file', () => {
+  const real = join(dir, 'real');
+  mkdirSync(real);
+  writeFileSync(join(real, 'agent.db'), '');
+  symlinkSync(join(real, 'agent.db'), join(dir, 'alias.db'));
+  symlinkSync(real, join(dir, 'linked'));
+  assert.equal(lockPathFor(join(dir, 'alias.db')), join(real, 'agent.db.lock'));
+  assert.equal(lockPathFor(join(dir, 'linked', 'new.db')), join(real, 'new.db.lock'));
+  assert.equal(lockPathFor(join(dir, 'missing', 'x.db')), join(dir, 'missing', 'x.db.lock'));
 });
 
 test('a lock another process took over is not deleted by the old holder', () => {

@@ -1,10 +1,14 @@
 /**
  * Single instance through a lock file (bandwidthd's `general.lock_file`, the node agent's
- * `<database.path>.lock`): a file created with O_EXCL that holds the owner's pid. Node has no flock(2), and a plain O_EXCL file outlives a crash, so a lock whose pid is no
- * longer alive (or is our own pid from an earlier life in the same pid namespace) is taken over.
+ * `<database.path>.lock`, the panel's `<data_dir>/panel.sqlite.lock`): a file created with O_EXCL
+ * that holds the owner's pid. Node has no flock(2), and a plain O_EXCL file outlives a crash
+ * (kill -9, a power cut), so a lock is taken over when its pid is no longer alive, is our own pid
+ * from an earlier life in the same pid namespace, or belongs to a process that started after the
+ * lock was written: after a reboot the pid is often some other program's, and a daemon that
+ * trusted it would refuse to start until someone deleted the file.
  */
-import { closeSync, openSync, readFileSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { closeSync, openSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 
 /** Whether a process with this pid exists (EPERM means it exists but belongs to someone else). */
@@ -15,6 +19,53 @@ export function pidAlive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+// Linux reports process start times in USER_HZ ticks, 100 a second on every architecture.
+const USER_HZ = 100;
+/** A process that started this long after the lock's last write still counts as its writer (clock granularity). */
+const START_SLACK_MS = 2000;
+
+/** When a process started (ms since the epoch), or undefined when /proc does not tell. */
+function processStart(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name (which may hold spaces); starttime is the 22nd field.
+    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    const btime = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
+    return Number.isFinite(ticks) && Number.isFinite(btime) ? btime * 1000 + (ticks * 1000) / USER_HZ : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether `holder` can be the process that wrote the lock at `path`: alive, and started before the lock's last write. */
+function holds(holder: number, path: string): boolean {
+  if (!pidAlive(holder)) return false;
+  const started = processStart(holder);
+  if (started === undefined) return true;
+  try {
+    return started <= statSync(path).mtimeMs + START_SLACK_MS;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The lock file of a data file: `<file>.lock` beside the file's real path, so a symlink or a
+ * second spelling of the same database cannot get a second instance past the lock.
+ */
+export function lockPathFor(file: string): string {
+  try {
+    return `${realpathSync(file)}.lock`;
+  } catch {
+    // Not there yet: the directory may exist (and be a link) even if the file does not.
+    try {
+      return `${join(realpathSync(dirname(file)), basename(file))}.lock`;
+    } catch {
+      return `${file}.lock`;
+    }
   }
 }
 
@@ -64,7 +115,7 @@ export function acquireLock(path: string, what: string, pid: number = process.pi
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
       const holder = readPid(path);
       // An empty file is a holder between open and write: give it a moment by retrying.
-      if (holder !== undefined && holder !== pid && pidAlive(holder)) {
+      if (holder !== undefined && holder !== pid && holds(holder, path)) {
         throw new Error(`another ${what} is already running (pid ${holder} holds ${path})`);
       }
       try {

@@ -35,11 +35,11 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs a hostkit command to completion. */
-export function runHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string } = {}): RunResult {
+/** Runs a hostkit command to completion; `user` runs it as that uid and gid. */
+export function runHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string; user?: { uid: number; gid: number } } = {}): RunResult {
   const env = { ...process.env, ...opts.env };
   const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env);
-  const r = spawnSync(cmd as string, [...pre, ...args], { encoding: 'utf8', env, timeout: 60_000 });
+  const r = spawnSync(cmd as string, [...pre, ...args], { encoding: 'utf8', env, timeout: 60_000, ...opts.user });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -52,11 +52,11 @@ export interface Daemon {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts a long-running hostkit command. */
-export function startHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string } = {}): Daemon {
+/** Starts a long-running hostkit command; `user` runs it as that uid and gid (a service user). */
+export function startHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string; user?: { uid: number; gid: number } } = {}): Daemon {
   const env = { ...process.env, ...opts.env };
   const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env);
-  const child = spawn(cmd as string, [...pre, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(cmd as string, [...pre, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'], ...opts.user });
   let out = '';
   const listeners = new Set<() => void>();
   const onData = (d: Buffer): void => {
