@@ -81,6 +81,11 @@ async function buildProgram(name: string, args: readonly string[]): Promise<Comm
 
 /** Runs once per process: dispatches the command line and sets the exit code. */
 async function main(): Promise<void> {
+  // Output piped into a reader that left (`| head`, `| true`) has no one to go to: no stack trace
+  // for that. Any other stdout failure is said in one line.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') process.stderr.write(`error: cannot write the output: ${err.message}\n`);
+  });
   const name = invokedName();
   let args = process.argv.slice(2);
   if (!ALIASES.includes(name) && args[0] !== undefined && SHORTCUTS[args[0]]) {

@@ -75,6 +75,15 @@ test('unknown commands and flags: one line on stderr, exit 2', () => {
   }
 });
 
+test('output piped into a reader that left: no stack trace, exit 0', () => {
+  // `hostkit --help | true`: the reader is gone before the help is written.
+  for (const cmd of [`"${exe}" --help | true`, `"${exe}" proxy --help | head -c 1 >/dev/null`]) {
+    const r = spawnSync('bash', ['-o', 'pipefail', '-c', cmd], { cwd: work, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: work } });
+    assert.equal(r.status, 0, `${cmd}: ${r.stderr}`);
+    assert.equal(r.stderr, '', cmd);
+  }
+});
+
 test('check: ok for a good config, every problem with its path and exit 1 for a bad one', () => {
   for (const [role, good, bad, paths] of CHECKS) {
     const ok = run(exe, [...role, 'check', ...good]);
