@@ -61,7 +61,7 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
     notifier.notify('daemon_started', 'the bandwidth daemon started', { pid: process.pid });
     logger.info({ socket: config.general.socket_path, containers: daemon.status().containers.length }, 'bandwidth daemon running');
   } catch (err) {
-    await shutdown.run('start failed');
+    await shutdown.run('start failed', err);
     throw err;
   }
 }

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals } from '../../src/core/shutdown.ts';
+import { errorMessage } from '../../src/core/app-error.ts';
 import { acquireLock, lockPathFor } from '../../src/lib/instance-lock.ts';
 import { claimSocketPath, restrictSocket } from '../../src/lib/local-socket.ts';
 import { createTrafficControl } from '../../src/lib/tc.ts';
@@ -56,7 +57,9 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
 
     if (config.api.enabled) {
       const api = createNodeApi(agent, { token: () => token, logger });
-      await api.listen({ host: config.api.listen, port: config.api.port });
+      await api.listen({ host: config.api.listen, port: config.api.port }).catch((err: unknown) => {
+        throw new Error(`cannot listen on api.listen ${config.api.listen} port ${config.api.port}: ${errorMessage(err)}`);
+      });
       shutdown.add('node API', () => api.close());
       logger.info({ listen: `${config.api.listen}:${config.api.port}` }, 'node API listening');
     } else {
@@ -67,7 +70,7 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
     await agent.start();
   } catch (err) {
     // Close what was opened (the local socket above all) so the process exits and systemd restarts it.
-    await shutdown.run('start failed');
+    await shutdown.run('start failed', err);
     throw err;
   }
 }

@@ -17,14 +17,20 @@ export async function servePanel(configPath: string): Promise<void> {
   const shutdown = createShutdown({ logger });
   shutdown.add('store and logger', () => panel.close());
   if (panel.appKeyCreated) logger.warn('generated a new app key in %s: back it up, stored secrets cannot be read without it', ctx.config.data_dir);
-  const app = await createPanelApp(ctx, panel.addons);
-  const listen = parseListen(ctx.config.listen);
-  if (listen === undefined) throw new Error(`listen ${ctx.config.listen} is not ip:port`);
-  await app.listen({ host: listen.host, port: listen.port });
-  shutdown.add('http', () => app.close());
-  for (const addon of panel.addons) {
-    addon.start?.();
-    shutdown.add('addon', () => addon.stop?.());
+  try {
+    const app = await createPanelApp(ctx, panel.addons);
+    const listen = parseListen(ctx.config.listen);
+    if (listen === undefined) throw new Error(`listen ${ctx.config.listen} is not ip:port`);
+    await app.listen({ host: listen.host, port: listen.port });
+    shutdown.add('http', () => app.close());
+    for (const addon of panel.addons) {
+      addon.start?.();
+      shutdown.add('addon', () => addon.stop?.());
+    }
+  } catch (err) {
+    // The port in use, say: the lock and the store are released, the log says why.
+    await shutdown.run('start failed', err);
+    throw err;
   }
   exitOnSignals(shutdown);
   process.on('SIGHUP', () => logger.warn('the panel reads its config at start only: restart it to apply changes'));

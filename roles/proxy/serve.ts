@@ -104,7 +104,7 @@ export async function serveProxy(rootArg: string): Promise<void> {
     await start(root, logger, pools, shutdown);
   } catch (err) {
     // Whatever was already bound must not keep the process alive.
-    await shutdown.run('start failed');
+    await shutdown.run('start failed', err);
     throw err;
   }
   exitOnSignals(shutdown);

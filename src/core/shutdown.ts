@@ -4,23 +4,28 @@
  * A second signal exits at once with code 1.
  */
 import type { Logger } from 'pino';
+import { errorMessage } from './app-error.ts';
 
 type Step = { name: string; run: () => unknown };
 
 export interface Shutdown {
   /** Adds a step run at shutdown; steps run in reverse order of registration. */
   add(name: string, run: () => unknown): void;
-  /** Runs every step (once) and resolves when done; used by signals and by tests. */
-  run(reason: string): Promise<void>;
+  /**
+   * Runs every step (once) and resolves when done; used by signals and by tests. `cause`, the
+   * error a failed start ends with, is logged first: the log file says why, not only stderr.
+   */
+  run(reason: string, cause?: unknown): Promise<void>;
 }
 
 export function createShutdown(opts: { logger?: Logger; timeoutMs?: number } = {}): Shutdown {
   const steps: Step[] = [];
   let running: Promise<void> | undefined;
 
-  async function run(reason: string): Promise<void> {
+  async function run(reason: string, cause?: unknown): Promise<void> {
     if (running) return running;
     running = (async () => {
+      if (cause !== undefined) opts.logger?.error('%s: %s', reason, errorMessage(cause));
       opts.logger?.info({ reason }, 'shutting down');
       for (const step of [...steps].reverse()) {
         let timer: NodeJS.Timeout | undefined;

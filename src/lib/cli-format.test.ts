@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { socketPathFromConfig } from './cli-format.ts';
 
-test('the CLI socket: from the config file, the fallback for a missing default or a broken file, an error for a missing named file', () => {
+test('the CLI socket: from the config file (also one with a mistake elsewhere), the fallback for a missing default, an error for a missing, unreadable or unparsable named file', () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-cli-socket-'));
   const named = join(dir, 'agent.yaml');
   const fallback = '/run/default.sock';
@@ -13,6 +13,11 @@ test('the CLI socket: from the config file, the fallback for a missing default o
   assert.equal(socketPathFromConfig(named, join(dir, 'default.yaml'), fallback), '/run/mine.sock');
   assert.equal(socketPathFromConfig(join(dir, 'default.yaml'), join(dir, 'default.yaml'), fallback), fallback, 'no file at the default path: the default socket');
   assert.throws(() => socketPathFromConfig(join(dir, 'typo.yaml'), join(dir, 'default.yaml'), fallback), /no config file at .*typo\.yaml \(leave --config out to use the default socket \/run\/default\.sock\)/);
+  writeFileSync(named, 'general:\n  socket_path: /run/mine.sock\nbandwidth:\n  bad: [x\n');
+  assert.equal(socketPathFromConfig(named, join(dir, 'default.yaml'), fallback), '/run/mine.sock', 'a YAML mistake after the socket path');
   writeFileSync(named, 'general: [unclosed\n');
-  assert.equal(socketPathFromConfig(named, join(dir, 'default.yaml'), fallback), fallback, 'a file that does not parse: the default socket');
+  assert.throws(() => socketPathFromConfig(named, join(dir, 'default.yaml'), fallback), /agent\.yaml does not parse \(.+\), so its general\.socket_path is unknown/);
+  assert.throws(() => socketPathFromConfig(dir, join(dir, 'default.yaml'), fallback), /cannot read .* \(it is a directory\)/);
+  writeFileSync(named, 'api:\n  port: 8480\n');
+  assert.equal(socketPathFromConfig(named, join(dir, 'default.yaml'), fallback), fallback, 'no socket_path in a good file: the default socket');
 });

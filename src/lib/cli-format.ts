@@ -3,7 +3,7 @@
  * half broken, and printing tables, byte counts and rates for people.
  */
 import { readFileSync } from 'node:fs';
-import { parse } from 'yaml';
+import { parseDocument } from 'yaml';
 import { AppError } from '../core/app-error.ts';
 import { GIB, KIB, MIB } from './units.ts';
 
@@ -19,16 +19,17 @@ export function socketPathFromConfig(configPath: string, defaultConfigPath: stri
   try {
     text = readFileSync(configPath, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && configPath !== defaultConfigPath) {
-      throw new AppError('ERR_CONFIG', `no config file at ${configPath} (leave --config out to use the default socket ${fallback})`);
-    }
-    return fallback;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && configPath === defaultConfigPath) return fallback;
+    if (code === 'ENOENT') throw new AppError('ERR_CONFIG', `no config file at ${configPath} (leave --config out to use the default socket ${fallback})`);
+    throw new AppError('ERR_CONFIG', `cannot read ${configPath} (${code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : String(code)}), so its general.socket_path is unknown`);
   }
-  try {
-    const doc = parse(text) as { general?: { socket_path?: unknown } } | null;
-    if (typeof doc?.general?.socket_path === 'string' && doc.general.socket_path) return doc.general.socket_path;
-  } catch {
-    // A file that does not parse: the fallback socket (check tells what is wrong with it).
+  // Read as far as the YAML goes: a mistake elsewhere in the file must not hide the socket path.
+  const doc = parseDocument(text, { prettyErrors: false });
+  const socket = doc.getIn(['general', 'socket_path']);
+  if (typeof socket === 'string' && socket !== '') return socket;
+  if (doc.errors.length > 0) {
+    throw new AppError('ERR_CONFIG', `${configPath} does not parse (${doc.errors[0]?.message.split('\n')[0] ?? 'YAML error'}), so its general.socket_path is unknown: fix it (check lists the problems)`);
   }
   return fallback;
 }

@@ -60,9 +60,13 @@ export function localRequest<T>(socketPath: string, method: 'GET' | 'POST', path
     req.on('timeout', () => req.destroy(new Error('timed out')));
     req.on('error', (err: NodeJS.ErrnoException) => {
       const why =
-        err.code === 'ENOENT' || err.code === 'ECONNREFUSED'
+        err.code === 'ENOENT'
           ? `${what} is not running (no socket at ${socketPath})`
-          : err.code === 'EACCES'
+          : err.code === 'ECONNREFUSED'
+            ? `${what} is not running (nothing listens on ${socketPath}: a socket left by a stopped daemon)`
+            : err.code === 'ENOTSOCK'
+              ? `${socketPath} is not a socket: check general.socket_path`
+              : err.code === 'EACCES'
             ? `permission denied on ${socketPath}: run as root`
             : `cannot reach ${what} on ${socketPath}: ${err.message}`;
       reject(new Error(why));

@@ -42,7 +42,8 @@ test('a node API port in use ends the agent with exit 1 and frees its local sock
     const { dir, file, env } = await agentConfig({ port });
     const r = runHostkit(['node-agent', 'serve', '--config', file], { env });
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /EADDRINUSE/);
+    assert.match(r.stderr, new RegExp(`^error: cannot listen on api\\.listen 127\\.0\\.0\\.1 port ${port}: .*EADDRINUSE`, 'm'));
+    assert.match(r.stdout, /"level":"error".*"msg":"start failed: cannot listen on api\.listen .*EADDRINUSE/, 'the log says why');
     assert.equal(existsSync(join(dir, 'agent.sock')), false, 'the local socket is closed and removed');
     assert.equal(existsSync(join(dir, 'agent.db.lock')), false, 'the store lock is released');
   } finally {

@@ -351,6 +351,7 @@ test('admin.listen in use: the start fails naming admin.listen, exit 1, no stack
     assert.equal(r.code, 1, r.stderr);
     assert.match(r.stderr, new RegExp(`^error: cannot listen on admin\\.listen 127\\.0\\.0\\.1:${other.adminPort}: .*EADDRINUSE`, 'm'));
     assert.doesNotMatch(r.stderr, /^\s+at /m);
+    assert.match(r.stdout, /"msg":"start failed: cannot listen on admin\.listen .*EADDRINUSE/, 'the log says why');
   } finally {
     await new Promise((r) => holder.close(r));
   }
