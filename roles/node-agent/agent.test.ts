@@ -212,3 +212,38 @@ test('a hung container runtime does not hold back registration; the first heartb
   await agent.stop();
   store.close();
 });
+
+test('events the panel took but the store could not remove: a database error in status, not a panel one, and sent again', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const store = openAgentStore({ path: join(dir, 'agent.db') });
+  store.saveCycle([], [], [{ server_uuid: UUID, type: 'throttled', period: null, direction: null, message: 'm', occurred_at: '2026-11-27T00:00:00.000Z' }]);
+  const sent: number[] = [];
+  let broken = true;
+  const failing = Object.assign(Object.create(store) as typeof store, {
+    outboxDelete(ids: readonly number[]) {
+      if (broken) throw Object.assign(new Error('disk I/O error'), { code: 'ERR_SQLITE_ERROR' });
+      store.outboxDelete(ids);
+    },
+  });
+  const agent = createAgent({
+    config: config(dir),
+    store: failing,
+    tc: null,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: { register: () => new Promise(() => undefined), heartbeat: () => new Promise(() => undefined), limits: () => new Promise(() => undefined), events: async (e) => sent.push(e.length), suspend: async () => true },
+    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
+  });
+  await agent.flushOutbox();
+  const s = agent.status();
+  assert.equal(s.panel.last_error, null, 'the panel did nothing wrong');
+  assert.equal(s.database.last_error, 'disk I/O error');
+  assert.equal(s.database.path, join(dir, 'agent.db'));
+  assert.equal(s.outbox, 1, 'still queued');
+  broken = false;
+  await agent.flushOutbox();
+  assert.deepEqual(sent, [1, 1], 'sent again, then removed');
+  assert.equal(agent.status().outbox, 0);
+  await agent.stop();
+  store.close();
+});

@@ -75,6 +75,8 @@ export interface AgentStatus {
   outbox: number;
   docker: string;
   panel: { registered: boolean; node_id: number | null; last_heartbeat_at: string | null; last_error: string | null };
+  /** The store's last failed write (a full disk, a read-only file), cleared by the next stored cycle. */
+  database: { path: string; last_error: string | null; last_error_at: string | null };
   traffic_control: boolean;
 }
 
@@ -113,6 +115,16 @@ export function createAgent(deps: AgentDeps): Agent {
   let queue: Promise<unknown> = Promise.resolve();
   let flushing: Promise<void> | undefined;
   const panelState: AgentStatus['panel'] = { registered: false, node_id: null, last_heartbeat_at: null, last_error: null };
+  const databaseState: AgentStatus['database'] = { path: config.database.path, last_error: null, last_error_at: null };
+
+  /** A failure of the store itself, said as one (with its file) rather than as the panel's or a cycle's; false for other errors. */
+  function noteStoreError(err: unknown, what: string): boolean {
+    if ((err as { code?: unknown } | null)?.code !== 'ERR_SQLITE_ERROR') return false;
+    databaseState.last_error = errorMessage(err);
+    databaseState.last_error_at = new Date(now()).toISOString();
+    logger.error({ err: databaseState.last_error, database: config.database.path }, `${what} failed: the database ${config.database.path} refused it (${databaseState.last_error}); usage is not being recorded`);
+    return true;
+  }
   let heartbeatMs = durationMs(config.panel.heartbeat_interval);
 
   /** Runs `fn` after everything queued before it; state changes never interleave. */
@@ -252,8 +264,6 @@ export function createAgent(deps: AgentDeps): Agent {
       if (items.length === 0) return;
       try {
         await deps.panel.events(items.map((i) => i.event));
-        store.outboxDelete(items.map((i) => i.id));
-        logger.debug({ delivered: items.length }, 'events delivered to the panel');
       } catch (err) {
         if (err instanceof PanelError && err.status === 422) {
           // A batch the panel will never accept would block the queue for good.
@@ -263,6 +273,14 @@ export function createAgent(deps: AgentDeps): Agent {
           noteTokenRejected(err);
           logger.warn({ err: errorMessage(err), queued: store.outboxCount() }, 'event delivery failed; retried later');
         }
+        return;
+      }
+      try {
+        store.outboxDelete(items.map((i) => i.id));
+        logger.debug({ delivered: items.length }, 'events delivered to the panel');
+      } catch (err) {
+        // The panel has them: only the local queue could not let go of them, so they go again.
+        if (!noteStoreError(err, `removing ${items.length} delivered events from the queue`)) throw err;
       }
     })().finally(() => {
       flushing = undefined;
@@ -575,7 +593,12 @@ export function createAgent(deps: AgentDeps): Agent {
         if (running || stopped) return;
         running = true;
         fn()
-          .catch((err: unknown) => logger.error({ err: errorMessage(err) }, `${what} failed`))
+          .then(() => {
+            if (what === 'cycle') databaseState.last_error = databaseState.last_error_at = null;
+          })
+          .catch((err: unknown) => {
+            if (!noteStoreError(err, what)) logger.error({ err: errorMessage(err) }, `${what} failed`);
+          })
           .finally(() => {
             running = false;
           });
@@ -623,6 +646,7 @@ export function createAgent(deps: AgentDeps): Agent {
         outbox: store.outboxCount(),
         docker: dockerState,
         panel: { ...panelState },
+        database: { ...databaseState },
         traffic_control: config.traffic_control.enabled && deps.tc !== null,
       };
     },

@@ -31,6 +31,7 @@ export async function statusCommand(socket: string, json: boolean): Promise<void
       `limits:          config_version ${s.config_version}, timezone ${s.timezone}`,
       `traffic control: ${s.traffic_control ? 'on' : 'off'}`,
       `queued events:   ${s.outbox}`,
+      `database:        ${s.database.path}${s.database.last_error ? `\n                 last error: ${s.database.last_error} at ${s.database.last_error_at ?? '?'} (usage is not being recorded)` : ''}`,
     ].join('\n'),
   );
 }
