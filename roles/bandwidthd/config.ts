@@ -12,6 +12,7 @@ import { validateBandwidthdConfig } from '../../src/contracts/validators.js';
 import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import { redactUrl, webhookTarget } from './webhook-url.ts';
+import { socketPathProblem } from '../../src/lib/local-socket.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/bandwidth/config.yaml';
 
@@ -54,6 +55,10 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
     if (ceil !== undefined && ceil < rate) {
       problems.push({ path: '/bandwidth/default_ceil_mbps', message: `must not be below the guaranteed rate (${rate} Mbit/s)` });
     }
+
+    const socketPath = at(config, '/general/socket_path');
+    const socketProblem = typeof socketPath === 'string' && socketPath !== '' ? socketPathProblem(socketPath) : undefined;
+    if (socketProblem !== undefined) problems.push({ path: '/general/socket_path', message: socketProblem });
 
     const endpoint = at(config, '/docker/endpoint');
     if (typeof endpoint === 'string' && !/^(unix:\/\/\/.+|tcp:\/\/[^/]+)$/.test(endpoint)) {

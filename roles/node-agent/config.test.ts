@@ -48,6 +48,21 @@ test('an empty token file path is refused', () => {
   assert.deepEqual(problemsOf({ panel: { token_file: '' } }).map((p) => p.path), ['/panel/token_file']);
 });
 
+test('check refuses what serve could not run: a token file that is a directory, a socket path that is a file or too long, a database path that is a directory', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-cfg-'));
+  writeFileSync(join(dir, 'regular.txt'), 'keep me');
+  const problems = problemsOf({ panel: { token_file: dir }, general: { socket_path: join(dir, 'regular.txt') }, database: { path: dir } });
+  assert.deepEqual(
+    problems.map((p) => [p.path, p.message]).sort(),
+    [
+      ['/database/path', `${dir} is a directory: name the database file (for example ${dir}/bandwidth-node.db)`],
+      ['/general/socket_path', `${join(dir, 'regular.txt')} exists and is not a socket: the socket path must name a file of its own`],
+      ['/panel/token_file', `token file ${dir} is a directory: give the file holding the node's pairing token`],
+    ],
+  );
+  assert.match(problemsOf({ general: { socket_path: `/tmp/${'a'.repeat(120)}.sock` } })[0]?.message ?? '', /too long for a unix socket \(at most 107 bytes\)/);
+});
+
 test('an empty socket path is refused', () => {
   assert.deepEqual(problemsOf({ general: { socket_path: '' } }).map((p) => p.path), ['/general/socket_path']);
 });

@@ -5,9 +5,11 @@
  * file that is not 64 lowercase hex characters with mode 0600), and what `serve` could not run
  * (an empty socket path or token file path, an api.listen that is no address).
  */
-import { statSync, readFileSync } from 'node:fs';
+import { existsSync, statSync, readFileSync } from 'node:fs';
+import { socketPathProblem } from '../../src/lib/local-socket.ts';
 import { isIP } from 'node:net';
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
+import { errorMessage } from '../../src/core/app-error.ts';
 import { at, checkHttpUrl, checkPositiveDurations, checkTimeZone } from '../../src/core/config-checks.ts';
 import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
 import { nodeAgentConfigSchema } from '../../src/contracts/schemas.ts';
@@ -38,21 +40,25 @@ export function isListenHost(value: string): boolean {
 
 /** Problems of the pairing token file; the file is read again at start, never cached here. */
 export function tokenFileProblems(file: string): string[] {
-  let mode: number;
-  let uid: number;
+  const unreadable = (err: unknown): string => {
+    const code = (err as NodeJS.ErrnoException).code;
+    return `cannot read token file ${file}: ${code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : errorMessage(err)}`;
+  };
+  let st: ReturnType<typeof statSync>;
   try {
-    ({ mode, uid } = statSync(file));
+    st = statSync(file);
   } catch (err) {
-    return [`cannot read token file ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'file not found' : String(err)}`];
+    return [unreadable(err)];
   }
+  if (!st.isFile()) return [`token file ${file} is ${st.isDirectory() ? 'a directory' : 'not a regular file'}: give the file holding the node's pairing token`];
   const out: string[] = [];
-  if ((mode & 0o077) !== 0) out.push(`token file ${file} must have mode 0600 (has ${(mode & 0o777).toString(8).padStart(4, '0')})`);
-  if (process.getuid?.() === 0 && uid !== 0) out.push(`token file ${file} must be owned by root`);
+  if ((st.mode & 0o077) !== 0) out.push(`token file ${file} must have mode 0600 (has ${(st.mode & 0o777).toString(8).padStart(4, '0')})`);
+  if (process.getuid?.() === 0 && st.uid !== 0) out.push(`token file ${file} must be owned by root`);
   let text = '';
   try {
     text = readFileSync(file, 'utf8').trim();
   } catch (err) {
-    out.push(`cannot read token file ${file}: ${String(err)}`);
+    out.push(unreadable(err));
     return out;
   }
   if (!TOKEN.test(text)) out.push(`token file ${file} must hold 64 lowercase hex characters (the node's pairing token from the panel)`);
@@ -73,8 +79,16 @@ export const nodeAgentConfigSpec: ConfigSpec<NodeAgentConfig> = {
     if (at(config, '/database/max_open_conns') !== undefined && at(config, '/database/max_open_conns') !== 1) {
       problems.push({ path: '/database/max_open_conns', message: 'must be 1: the store has a single writer' });
     }
-    if (at(config, '/general/socket_path') === '') {
+    const socketPath = at(config, '/general/socket_path');
+    if (socketPath === '') {
       problems.push({ path: '/general/socket_path', message: 'is required: the local CLI socket (for example /var/run/bandwidth-node.sock)' });
+    } else if (typeof socketPath === 'string') {
+      const problem = socketPathProblem(socketPath);
+      if (problem !== undefined) problems.push({ path: '/general/socket_path', message: problem });
+    }
+    const dbPath = at(config, '/database/path');
+    if (typeof dbPath === 'string' && dbPath !== ':memory:' && existsSync(dbPath) && statSync(dbPath).isDirectory()) {
+      problems.push({ path: '/database/path', message: `${dbPath} is a directory: name the database file (for example ${dbPath.replace(/\/$/, '')}/bandwidth-node.db)` });
     }
     const listen = at(config, '/api/listen');
     // A disabled API binds nothing; a listen of another type is the schema's to report.

@@ -132,3 +132,20 @@ test('YAML syntax errors name the line; a missing file is one clear problem', ()
   writeFileSync(join(dir, 'ok.yaml'), 'name: y\n');
   assert.equal(loadConfigFile(join(dir, 'ok.yaml'), spec).config.name, 'y');
 });
+
+test('a directory, a binary file, an alias inside its own anchor and an alias bomb are each one clear problem', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-cfg-'));
+  const problem = (fn: () => unknown): string => {
+    try {
+      fn();
+    } catch (err) {
+      if (err instanceof ConfigError) return err.problems.map((p) => p.message).join('; ');
+      throw err;
+    }
+    return 'no problem';
+  };
+  assert.equal(problem(() => loadConfigFile(dir, spec)), 'cannot read config: it is a directory, not a file');
+  assert.equal(problem(() => loadConfigText('name: \0\x01\x02garbage', 'x.yaml', spec)), 'not a text file (it holds NUL bytes): give the YAML config file');
+  assert.equal(problem(() => loadConfigText('a: &a [*a]\n', 'x.yaml', spec)), 'YAML error: an alias refers to the anchor it is inside');
+  assert.match(problem(() => loadConfigText(`a: &a [1]\nb: [${Array.from({ length: 120 }, () => '*a').join(', ')}]\n`, 'x.yaml', spec)), /^YAML error: Excessive alias count/);
+});

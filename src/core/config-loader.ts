@@ -91,7 +91,7 @@ export function loadConfigFile<T>(file: string, spec: ConfigSpec<T>): LoadedConf
     text = readFileSync(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : errorMessage(err);
+    const why = code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory, not a file' : errorMessage(err);
     throw new ConfigError(file, [{ path: '', message: `cannot read config: ${why}` }]);
   }
   return loadConfigText(text, file, spec);
@@ -100,6 +100,8 @@ export function loadConfigFile<T>(file: string, spec: ConfigSpec<T>): LoadedConf
 /** Loads config text (YAML or JSON). Runs when a role starts, on `check`, and on reloads. */
 export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec<T>): LoadedConfig<T> {
   const problems: ConfigProblem[] = [];
+  // A binary file (a database or an archive given by mistake) would fill the YAML errors with its bytes.
+  if (text.includes('\0')) throw new ConfigError(source, [{ path: '', message: 'not a text file (it holds NUL bytes): give the YAML config file' }]);
   const doc = parseDocument(text, { customTags: spec.customTags ?? [], prettyErrors: true, uniqueKeys: true });
   for (const err of doc.errors) {
     const pos = err.linePos?.[0];
@@ -108,7 +110,15 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
   }
   if (problems.length > 0) throw new ConfigError(source, problems);
 
-  let data: unknown = doc.toJS({ maxAliasCount: 100 }) ?? {};
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 }) ?? {};
+    // An alias inside its own anchor (`a: &a [*a]`) makes a value that contains itself.
+    JSON.stringify(data);
+  } catch (err) {
+    const why = err instanceof TypeError && /circular/i.test(err.message) ? 'an alias refers to the anchor it is inside' : errorMessage(err);
+    throw new ConfigError(source, [{ path: '', message: `YAML error: ${why}` }]);
+  }
   if (typeof data !== 'object' || Array.isArray(data)) {
     throw new ConfigError(source, [{ path: '', message: 'the file must hold a mapping of keys' }]);
   }

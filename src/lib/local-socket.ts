@@ -13,10 +13,21 @@ import { makeDirs } from './make-dirs.ts';
  * socket, removes a stale socket left by a crash, creates the directory. Runs once at daemon
  * start, before listen().
  */
+// sun_path holds 108 bytes on Linux, the last one a NUL.
+const MAX_SOCKET_PATH_BYTES = 107;
+
+/** What is wrong with a socket path before anything listens on it (also `check`'s), or undefined. */
+export function socketPathProblem(path: string): string | undefined {
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) return `${path} is too long for a unix socket (at most ${MAX_SOCKET_PATH_BYTES} bytes)`;
+  // Only a socket is ever removed: a typo must not delete a token file or a database.
+  if (existsSync(path) && !lstatSync(path).isSocket()) return `${path} exists and is not a socket: the socket path must name a file of its own`;
+  return undefined;
+}
+
 export async function claimSocketPath(path: string, what: string): Promise<void> {
+  const problem = socketPathProblem(path);
+  if (problem !== undefined) throw new Error(problem);
   if (existsSync(path)) {
-    // Only a socket is ever removed: a typo must not delete a token file or a database.
-    if (!lstatSync(path).isSocket()) throw new Error(`${path} exists and is not a socket: the socket path must name a file of its own`);
     const alive = await new Promise<boolean>((resolve) => {
       const s = connect(path);
       s.once('connect', () => {
