@@ -102,7 +102,7 @@ export async function nodeCreateCommand(o: NodeCreateOptions): Promise<void> {
       fqdn: o.fqdn,
       ...(o.location !== undefined ? { location_id: intOption('--location', o.location) } : {}),
       ...(o.scheme !== undefined ? { scheme: o.scheme } : {}),
-      ...(o.port !== undefined ? { daemon_listen: intOption('--port', o.port) } : {}),
+      ...(o.port !== undefined ? { daemon_listen: portOption(o.port) } : {}),
     });
     await ctx.activity.log({ event: 'admin:node.create', subject: { type: 'node', id: created.node.id }, properties: { via: 'cli' } });
     return created;
@@ -115,6 +115,12 @@ export async function nodeCreateCommand(o: NodeCreateOptions): Promise<void> {
 function intOption(flag: string, value: string): number {
   if (!/^\d+$/.test(value)) throw new AppError('ERR_USAGE', `${flag} must be a whole number (got ${JSON.stringify(value)})`);
   return Number(value);
+}
+
+function portOption(value: string): number {
+  const port = intOption('--port', value);
+  if (port < 1 || port > 65535) throw new AppError('ERR_USAGE', `--port must be between 1 and 65535 (got ${value})`);
+  return port;
 }
 
 /** A user by id, username or email. */

@@ -123,7 +123,7 @@ export function openDatabase(opts: OpenDatabaseOptions): Database {
     db.exec(`PRAGMA synchronous = ${sync}`);
     // The negative form means KiB rather than pages, so the figure does not depend on page size.
     db.exec(`PRAGMA cache_size = ${-cacheKb}`);
-    const applied = migrate(db, opts.migrations, opts.auto_migrate ?? true);
+    const applied = migrate(db, opts.migrations, opts.auto_migrate ?? true, opts.path);
     return createHandle(db, mode, applied);
   } catch (err) {
     db.close();
@@ -131,7 +131,7 @@ export function openDatabase(opts: OpenDatabaseOptions): Database {
   }
 }
 
-function migrate(db: DatabaseSync, migrations: readonly Migration[], autoMigrate: boolean): number[] {
+function migrate(db: DatabaseSync, migrations: readonly Migration[], autoMigrate: boolean, file: string): number[] {
   const hasTable = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get() !== undefined;
   const done = new Set<number>();
   if (hasTable) {
@@ -145,7 +145,9 @@ function migrate(db: DatabaseSync, migrations: readonly Migration[], autoMigrate
   const pending = migrations.filter((m) => !done.has(m.version));
   if (pending.length === 0) return [];
   if (!autoMigrate) {
-    throw new Error(`database has pending migrations ${pending.map((m) => m.version).join(', ')} and database.auto_migrate is false; migrate it or enable auto_migrate`);
+    throw new Error(
+      `database ${file} needs migrations ${pending.map((m) => m.version).join(', ')} and database.auto_migrate is false: set auto_migrate to true for one start (after a backup of the file) to apply them, then set it back`,
+    );
   }
 
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)');

@@ -17,8 +17,8 @@ function problems(input: unknown): string[] {
 
 test('ids and counts stop at a 32-bit column: 1e300 is an integer to JSON Schema, not a memory limit', () => {
   assert.deepEqual(problems({ id: 1, memory: 2_147_483_647 }), []);
-  assert.deepEqual(problems({ id: 1, memory: 1e300 }), ['memory: the memory field must be <= 2147483647']);
-  assert.deepEqual(problems({ id: 2_147_483_648 }), ['id: the id field must be <= 2147483647']);
+  assert.deepEqual(problems({ id: 1, memory: 1e300 }), ['memory: the memory field must not be greater than 2147483647']);
+  assert.deepEqual(problems({ id: 2_147_483_648 }), ['id: the id field must not be greater than 2147483647']);
 });
 
 test('input nested thousands deep is a validation error, not a crash', () => {

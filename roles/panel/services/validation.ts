@@ -44,6 +44,40 @@ export async function inRequestTerms<T>(names: Readonly<Record<string, string>>,
 
 const ajv = new AjvModule.default({ allErrors: true, coerceTypes: false, useDefaults: true, removeAdditional: true, verbose: true });
 
+const ARTICLE: Readonly<Record<string, string>> = { integer: 'an integer', object: 'an object', array: 'an array', string: 'a string', number: 'a number', boolean: 'true or false', null: 'null' };
+
+/** What a rule asks for, said as Pterodactyl's messages say it (`must be at least 8 characters`), not in JSON Schema's words. */
+function requirement(e: ErrorObject): string {
+  const limit = Number(e.params['limit']);
+  switch (e.keyword) {
+    case 'minLength':
+      return limit === 1 ? 'must not be empty' : `must be at least ${limit} characters`;
+    case 'maxLength':
+      return `must not be longer than ${limit} characters`;
+    case 'minimum':
+      return `must be at least ${limit}`;
+    case 'maximum':
+      return `must not be greater than ${limit}`;
+    case 'exclusiveMinimum':
+      return `must be greater than ${limit}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${limit}`;
+    case 'minItems':
+      return limit === 1 ? 'must not be empty' : `must have at least ${limit} items`;
+    case 'maxItems':
+      return `must not have more than ${limit} items`;
+    case 'enum':
+      return `must be one of: ${(e.params['allowedValues'] as unknown[]).map((v) => String(v)).join(', ')}`;
+    case 'type':
+      return `must be ${String(e.params['type'])
+        .split(',')
+        .map((t) => ARTICLE[t] ?? t)
+        .join(' or ')}`;
+    default:
+      return e.message ?? 'is invalid';
+  }
+}
+
 function describe(e: ErrorObject): FieldProblem {
   const path = e.instancePath.replace(/^\//, '').replaceAll('/', '.');
   const field = e.keyword === 'required' ? [path, String(e.params.missingProperty)].filter(Boolean).join('.') : path;
@@ -53,7 +87,7 @@ function describe(e: ErrorObject): FieldProblem {
       ? `${label} is required`
       : e.keyword === 'pattern' && e.parentSchema?.description !== undefined
         ? `${label} ${String(e.parentSchema.description)}`
-        : `${label} ${e.message ?? 'is invalid'}`;
+        : `${label} ${requirement(e)}`;
   return { field, rule: e.keyword, detail };
 }
 

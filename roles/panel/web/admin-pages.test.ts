@@ -85,8 +85,8 @@ test('servers: create from the selects, validation 422, suspend through the serv
   assert.match(form.body, /<optgroup label="n"><option value="\d+">10\.0\.0\.1:25565<\/option>/);
   const bad = await send('POST', '/admin/servers', { name: 'web', owner_id: String(admin.id), egg_id: String(egg.id), allocation_id: String(a1.id), io: '5', memory: 'lots' });
   assert.equal(bad.statusCode, 422);
-  assert.match(bad.body, /the io field must be &gt;= 10/);
-  assert.match(bad.body, /the memory field must be integer/);
+  assert.match(bad.body, /the io field must be at least 10/);
+  assert.match(bad.body, /the memory field must be an integer/);
   assert.match(bad.body, /value="lots"/);
 
   const ok = await send('POST', '/admin/servers', { name: 'web', owner_id: String(admin.id), egg_id: String(egg.id), allocation_id: String(a1.id), memory: '512', threads: '0-1' });

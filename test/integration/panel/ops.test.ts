@@ -133,12 +133,12 @@ describe('panel operations suite: settings, tags, naming, templates', () => {
     assert.equal(bad.status, 422);
     for (const text of [
       /the naming_pattern field is required/,
-      /the allocation_page_size field must be &gt;= 10/,
-      /the metrics_retention_days field must be &lt;= 3650/,
-      /the upgrade_cpu_threshold field must be &gt;= 1/,
-      /the upgrade_message field must NOT have more than 500 characters/,
-      /the health_window_hours field must be &lt;= 168/,
-      /the node_pressure_warn_pct field must be &lt;= 99/,
+      /the allocation_page_size field must be at least 10/,
+      /the metrics_retention_days field must not be greater than 3650/,
+      /the upgrade_cpu_threshold field must be at least 1/,
+      /the upgrade_message field must not be longer than 500 characters/,
+      /the health_window_hours field must not be greater than 168/,
+      /the node_pressure_warn_pct field must not be greater than 99/,
     ]) assert.match(bad.text, text);
     assert.equal((db.prepare("SELECT value FROM ops_settings WHERE key = 'allocation_page_size'").get() as { value: string }).value, '20', 'nothing was saved');
 
