@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -98,8 +98,22 @@ test('check: ok for a good config, every problem with its path and exit 1 for a 
 
 test('install-links: each link name acts as its role', () => {
   const bin = join(work, 'bin');
+  const missing = run(exe, ['install-links', bin]);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /bin does not exist: create it first/);
+  assert.equal(existsSync(bin), false, 'a typo grows no directory');
+  mkdirSync(bin);
+  // A regular file in the way of the last name: refused before any link is made.
+  writeFileSync(join(bin, 'osproxy'), 'a script of the operator');
+  const blocked = run(exe, ['install-links', bin]);
+  assert.equal(blocked.code, 1);
+  assert.match(blocked.stderr, /osproxy exists and is not a link; not replacing it \(no link was made\)/);
+  assert.equal(existsSync(join(bin, 'bandwidth-node')), false);
+  rmSync(join(bin, 'osproxy'));
+  symlinkSync('/bin/true', join(bin, 'bandwidth'));
   const r = run(exe, ['install-links', bin]);
   assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /bandwidth -> .* \(replaced a link to \/bin\/true\)/);
   for (const name of ['bandwidth-node', 'bandwidth', 'osproxy']) {
     assert.ok(existsSync(join(bin, name)), name);
     const v = run(join(bin, name), ['--version']);
