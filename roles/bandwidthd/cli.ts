@@ -6,7 +6,7 @@ import { AppError } from '../../src/core/app-error.ts';
 import { localRequest } from '../../src/lib/local-socket.ts';
 import { formatBytes as bytes, printLine as print, socketPathFromConfig, table } from '../../src/lib/cli-format.ts';
 import { DEFAULT_CONFIG_PATH, loadBandwidthdConfig } from './config.ts';
-import type { DaemonStatus } from './daemon.ts';
+import { JOBS, type DaemonStatus } from './daemon.ts';
 import { bodyFor, destinationsOf, sendOnce, type Platform } from './notifier.ts';
 
 const DEFAULT_SOCKET = '/var/run/bandwidth.sock';
@@ -58,6 +58,7 @@ export async function resetCommand(socket: string, container: string | undefined
 }
 
 export async function jobCommand(socket: string, job: string): Promise<void> {
+  if (!(JOBS as readonly string[]).includes(job)) throw new AppError('ERR_USAGE', `unknown job ${JSON.stringify(job)} (jobs: ${JOBS.join(', ')})`);
   const r = await call<{ result: string }>(socket, 'POST', `/jobs/${encodeURIComponent(job)}`);
   print(r.result);
 }

@@ -90,7 +90,8 @@ test('status, reset and jobs over the socket', () => {
   assert.equal(c.code, 0, c.stderr);
   assert.match(c.stdout, /forgot 0 stale containers/);
   assert.match(bw('run-job', 'history').stdout, /history rows/);
-  assert.equal(bw('run-job', 'bogus').code, 1);
+  assert.equal(bw('run-job', 'bogus').code, 2, 'a usage error');
+  assert.match(bw('run-job', 'bogus').stderr, /unknown job "bogus" \(jobs: reset, cleanup, history, health, webhook_retry\)/);
 });
 
 test('daemon_started and docker_error reach chat_a; the failing endpoint’s deliveries are stored', async () => {
