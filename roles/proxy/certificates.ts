@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { createSecureContext, type SecureContext } from 'node:tls';
 import { errorMessage } from '../../src/core/app-error.ts';
 
@@ -13,18 +14,43 @@ export interface CertificateResult {
   context: SecureContext | undefined;
   /** Why the files could not be used; the caller logs it. */
   problem?: string;
+  /** The file the problem is in, when it is one file's. */
+  field?: 'cert_path' | 'key_path';
 }
 
 /**
  * Reads one site's certificate and key. Runs for each TLS site when a generation is built;
- * returns the new context, or `previous` with the problem when the files are unusable.
+ * returns the new context, or `previous` with the problem when the files are unusable. Each file
+ * is parsed on its own first, so the problem names the file at fault rather than OpenSSL's
+ * decoder.
  */
 export function loadCertificate(root: string, tls: { cert_path: string; key_path: string }, previous: SecureContext | undefined): CertificateResult {
   const resolve = (p: string): string => (isAbsolute(p) ? p : join(root, p));
+  const failed = (problem: string, field?: CertificateResult['field']): CertificateResult => ({ context: previous, problem, ...(field ? { field } : {}) });
+  let cert: Buffer;
+  let key: Buffer;
   try {
-    const context = createSecureContext({ cert: readFileSync(resolve(tls.cert_path)), key: readFileSync(resolve(tls.key_path)) });
-    return { context };
+    cert = readFileSync(resolve(tls.cert_path));
+    key = readFileSync(resolve(tls.key_path));
   } catch (err) {
-    return { context: previous, problem: errorMessage(err) };
+    return failed(errorMessage(err));
+  }
+  let x509: X509Certificate;
+  try {
+    x509 = new X509Certificate(cert);
+  } catch {
+    return failed(`${tls.cert_path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`, 'cert_path');
+  }
+  let privateKey: KeyObject;
+  try {
+    privateKey = createPrivateKey(key);
+  } catch {
+    return failed(`${tls.key_path} holds no PEM private key (-----BEGIN PRIVATE KEY-----), or one protected by a passphrase`, 'key_path');
+  }
+  if (!x509.checkPrivateKey(privateKey)) return failed(`${tls.key_path} is not the key of the certificate in ${tls.cert_path}`, 'key_path');
+  try {
+    return { context: createSecureContext({ cert, key }) };
+  } catch (err) {
+    return failed(errorMessage(err));
   }
 }

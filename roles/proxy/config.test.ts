@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HeaderTarget, headerNameProblem, hostValueProblem, loadProxyFiles, originUrlProblem, patternProblem } from './config.ts';
+import { makeCert } from '../../test/integration/proxy/harness.ts';
 
 test('WAF patterns: linear-time syntax only', () => {
   for (const ok of ['union\\s+select', '[(?=]', '\\\\1', '(?:a|b)+', '(?<name>x)']) assert.equal(patternProblem(ok), undefined, ok);
@@ -52,7 +53,23 @@ test('a TLS site whose files are there but make no certificate is a problem of i
   writeFileSync(join(root, 'sites.d', 'c.yaml'), 'hostnames: [c.example]\norigin: {url: "http://127.0.0.1:3000"}\ntls: {enabled: true, cert_path: garbage.pem, key_path: garbage.pem}\n');
   const files = loadProxyFiles(root);
   assert.deepEqual(files.sites, []);
-  assert.match(files.errors[0]?.message ?? '', /\/tls\/cert_path: cannot use this certificate and key: .*PEM/);
+  assert.match(files.errors[0]?.message ?? '', /\/tls\/cert_path: garbage\.pem holds no PEM certificate/);
+});
+
+test('a bad key file, or a key of another certificate, is the problem of key_path', async () => {
+  const root = mkdtempSync(join(tmpdir(), 'hk-proxy-cfg-'));
+  mkdirSync(join(root, 'sites.d'));
+  writeFileSync(join(root, 'config.yaml'), 'admin:\n  tokens:\n    - {name: ops, token: 0123456789abcdef0123}\n');
+  await makeCert(root, 'one', ['one.example']);
+  await makeCert(root, 'two', ['two.example']);
+  writeFileSync(join(root, 'garbage.pem'), 'garbage\n');
+  const site = (key: string): string => `hostnames: [c.example]\norigin: {url: "http://127.0.0.1:3000"}\ntls: {enabled: true, cert_path: one.crt, key_path: ${key}}\n`;
+  writeFileSync(join(root, 'sites.d', 'c.yaml'), site('garbage.pem'));
+  assert.match(loadProxyFiles(root).errors[0]?.message ?? '', /\/tls\/key_path: garbage\.pem holds no PEM private key/);
+  writeFileSync(join(root, 'sites.d', 'c.yaml'), site('two.key'));
+  assert.match(loadProxyFiles(root).errors[0]?.message ?? '', /\/tls\/key_path: two\.key is not the key of the certificate in one\.crt/);
+  writeFileSync(join(root, 'sites.d', 'c.yaml'), site('one.key'));
+  assert.deepEqual(loadProxyFiles(root).errors, []);
 });
 
 test('the site id "-" is reserved for the requests no site matched', () => {

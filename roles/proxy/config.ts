@@ -193,8 +193,8 @@ function siteChecks(root: string) {
       // Both there: they must also make a certificate (PEM that parses, a key that matches), or
       // HTTPS to the site would fail while `check` said ok.
       if (found === 2) {
-        const { problem } = loadCertificate(root, config.tls, undefined);
-        if (problem) problems.push({ path: '/tls/cert_path', message: `cannot use this certificate and key: ${problem}` });
+        const { problem, field } = loadCertificate(root, config.tls, undefined);
+        if (problem) problems.push({ path: `/tls/${field ?? 'cert_path'}`, message: field ? problem : `cannot use this certificate and key: ${problem}` });
       }
     }
     for (const list of ['/client_ip/trusted_proxies', '/protection/acl/blacklist', '/protection/acl/whitelist']) checkCidrList(config, list, problems);
