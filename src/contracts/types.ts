@@ -1581,7 +1581,7 @@ export interface LimitsApplied {
  */
 export interface LimitsPayload {
   /**
-   * panel-owned, monotonic; the node never changes it
+   * panel-owned, monotonic; the node never changes it (at most 2^53-1, the largest integer JSON carries exactly)
    */
   config_version: number;
   /**

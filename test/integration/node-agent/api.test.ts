@@ -178,6 +178,10 @@ test('bad requests: another media type 415, a chunked body past 1 MiB 413, unkno
   // A payload without servers is refused whole; it does not wipe the limits.
   const noServers = await api('PUT', '/limits', { body: JSON.stringify({ config_version: 99 }) });
   assert.deepEqual([noServers.status, noServers.body.meta.code], [400, 'ERR_BAD_REQUEST']);
+  // A version JSON cannot carry exactly (1e300 is an integer to JSON Schema) is refused too.
+  const huge = await api('PUT', '/limits', { body: '{"config_version": 1e300, "servers": []}' });
+  assert.deepEqual([huge.status, huge.body.meta.code], [400, 'ERR_BAD_REQUEST']);
+  assert.match(huge.body.error ?? '', /config_version/);
   assert.equal((JSON.parse(cli('status', '--json').stdout) as { config_version: number }).config_version, 3);
   const head = await fetch(`${base}/api/v1/health`, { method: 'HEAD' });
   assert.equal(head.status, 200);
