@@ -77,7 +77,12 @@ export function createPanelClient(opts: PanelClientOptions): PanelClient {
       envelope = undefined;
     }
     if (res.status < 200 || res.status > 299 || envelope?.success !== true) {
-      const message = envelope?.error ?? `HTTP ${res.status}`;
+      // Not the panel's JSON envelope: a proxy's error page or a wrong panel.url; say what came instead.
+      const message =
+        envelope?.error ??
+        (envelope === undefined
+          ? `not the panel's JSON answer (${text.trim() === '' ? 'an empty body' : `it began ${JSON.stringify(text.trim().slice(0, 80))}`}): is panel.url the panel's address?`
+          : `HTTP ${res.status}`);
       throw new PanelError(res.status, envelope?.meta?.code ?? '', `panel answered ${res.status} to ${method} ${path}: ${message}`);
     }
     return envelope.data as T;
