@@ -30,7 +30,12 @@ export function createMailer(config: Readonly<PanelConfig['mail']>): Mailer {
   });
   return {
     async send(mail) {
-      await transport.sendMail({ from: config.from, to: mail.to, subject: mail.subject, text: mail.text });
+      try {
+        await transport.sendMail({ from: config.from, to: mail.to, subject: mail.subject, text: mail.text });
+      } catch (err) {
+        // A bare `connect ECONNREFUSED 127.0.0.1:25` does not say it was the mail server.
+        throw new Error(`the SMTP server ${config.host}:${config.port} (mail.host, mail.port) did not take the mail: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      }
     },
   };
 }

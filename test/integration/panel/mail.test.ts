@@ -92,6 +92,6 @@ describe('panel mail', () => {
     const r = panel.cli('mail', 'test', '--to', 'ops@example.test');
     writeFileSync(panel.config, original);
     assert.equal(r.code, 1);
-    assert.match(r.stderr, /^error: .*ECONNREFUSED/m);
+    assert.match(r.stderr, new RegExp(`^error: the SMTP server 127\\.0\\.0\\.1:${port} \\(mail\\.host, mail\\.port\\) did not take the mail: .*ECONNREFUSED`, 'm'));
   });
 });
