@@ -35,11 +35,13 @@ test('help as a command prints the help and exits 0 at every level', async () =>
   assert.match(sub.out, /Usage: tool role serve/);
   assert.equal((await p.run('role', 'help')).code, 0);
   assert.equal((await p.run('role', '--help')).code, 0);
+  assert.equal((await p.run('role', 'serve', '--help')).code, 0);
+  assert.equal((await p.run('install-links', 'somewhere', '--help')).code, 0, 'an argument of a command is no unknown command');
 });
 
-test('help for an unknown topic is the one-line unknown command error with exit 2', async () => {
+test('help for an unknown topic, or an unknown command with --help, is the one-line unknown command error with exit 2', async () => {
   const p = program();
-  for (const args of [['help', 'nope'], ['role', 'help', 'nope']]) {
+  for (const args of [['help', 'nope'], ['role', 'help', 'nope'], ['nope', '--help'], ['role', 'nope', '-h']]) {
     const r = await p.run(...args);
     assert.equal(r.code, 2, args.join(' '));
     assert.equal(r.out, '');

@@ -44,9 +44,10 @@ export async function runProgram(program: Command, args: readonly string[]): Pro
 }
 
 /**
- * `help <topic>` where the topic is no command: commander would print the whole help to stderr.
- * Runs before parsing and raises the one-line unknown-command error instead (exit 2). Walks
- * the leading command names only; anything else is left to commander.
+ * `help <topic>` where the topic is no command, or `<unknown> --help`: commander would print the
+ * whole help of the parent (to stderr, or with exit 0 as if the command existed). Runs before
+ * parsing and raises the one-line unknown-command error instead (exit 2). Walks the leading
+ * command names only; anything else is left to commander.
  */
 function refuseUnknownHelpTopic(program: Command, args: readonly string[]): void {
   const named = (cmd: Command, name: string): Command | undefined => cmd.commands.find((c) => c.name() === name || c.aliases().includes(name));
@@ -58,13 +59,15 @@ function refuseUnknownHelpTopic(program: Command, args: readonly string[]): void
       cmd = sub;
       continue;
     }
+    const unknown = (name: string): never => {
+      // commander's own message and suggestion: unknownCommand reads the name from args.
+      cmd.args = [name];
+      return (cmd as unknown as { unknownCommand(): never }).unknownCommand();
+    };
+    if (arg !== 'help' && !arg.startsWith('-') && cmd.commands.length > 0 && args.slice(i + 1).some((a) => a === '--help' || a === '-h')) unknown(arg);
     const topic = args[i + 1];
     if (arg !== 'help' || cmd.commands.length === 0 || topic === undefined || topic.startsWith('-')) return;
-    if (!named(cmd, topic)) {
-      // commander's own message and suggestion: unknownCommand reads the name from args.
-      cmd.args = [topic];
-      (cmd as unknown as { unknownCommand(): never }).unknownCommand();
-    }
+    if (!named(cmd, topic)) unknown(topic);
     return;
   }
 }
