@@ -63,6 +63,13 @@ test('check refuses what serve could not run: a token file that is a directory, 
   assert.match(problemsOf({ general: { socket_path: `/tmp/${'a'.repeat(120)}.sock` } })[0]?.message ?? '', /too long for a unix socket \(at most 107 bytes\)/);
 });
 
+test('a number where a duration goes says what a duration looks like', () => {
+  assert.deepEqual(
+    problemsOf({ docker: { discovery_interval: 10 } }).map((p) => [p.path, p.message]),
+    [['/docker/discovery_interval', 'must be a duration such as 5s, 1m or 1h (a string)']],
+  );
+});
+
 test('an empty socket path is refused', () => {
   assert.deepEqual(problemsOf({ general: { socket_path: '' } }).map((p) => p.path), ['/general/socket_path']);
 });

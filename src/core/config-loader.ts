@@ -226,10 +226,17 @@ function schemaProblems(errors: readonly AjvErrorLike[], schema: SchemaNode): Co
   const out: ConfigProblem[] = [];
   for (const e of errors) {
     if (insideUnion(e) || (unions.includes(e) && wrongType.has(e.instancePath))) continue;
-    const message = unions.includes(e) ? describeUnion(schemaAt(schema, e.schemaPath)) : describe(e);
+    const message = unions.includes(e) ? describeUnion(schemaAt(schema, e.schemaPath)) : isDurationTypeError(e, schema) ? 'must be a duration such as 5s, 1m or 1h (a string)' : describe(e);
     out.push({ path: e.keyword === 'required' ? `${e.instancePath}/${String(e.params['missingProperty'])}` : e.instancePath, message });
   }
   return out;
+}
+
+/** A number where a duration goes (`discovery_interval: 10`): say what a duration looks like, not only "must be string". */
+function isDurationTypeError(e: AjvErrorLike, schema: SchemaNode): boolean {
+  if (e.keyword !== 'type') return false;
+  const node = schemaAt(schema, e.schemaPath.replace(/\/type$/, ''));
+  return typeof node === 'object' && node !== null && (node as SchemaNode).pattern === DURATION_PATTERN;
 }
 
 /** The schema node an Ajv schemaPath (`#/properties/id/anyOf`) points at. */
