@@ -6,6 +6,7 @@ import { agentSocketPath, historyCommand, statsCommand, statusCommand, unthrottl
 import { useAgentMemoryProfile } from './memory-profile.ts';
 
 const CONFIG_HELP = `config file (default: $BANDWIDTH_NODE_CONFIG, else ${DEFAULT_CONFIG_PATH})`;
+const SOCKET_HELP = '\nThe agent is asked over general.socket_path of the config; $BANDWIDTH_NODE_SOCKET names another socket.';
 
 /** `bandwidth-node` / `hostkit node-agent`: the per-node bandwidth agent of spec/1. */
 export const nodeAgentRole: RoleDefinition = {
@@ -26,15 +27,16 @@ export const nodeAgentRole: RoleDefinition = {
       .option('-c, --config <file>', CONFIG_HELP)
       .action((opts: { config?: string }) => reportCheck(loadNodeAgentConfig(nodeAgentConfigPath(opts.config))));
     const socketOf = (opts: { config?: string }): string => agentSocketPath(nodeAgentConfigPath(opts.config));
-    subcommand(cmd, 'status', 'show the running agent’s state (panel, docker, counts, queued events)')
+    const socketCommand = (name: string, description: string) => subcommand(cmd, name, description).addHelpText('after', SOCKET_HELP);
+    socketCommand('status', 'show the running agent’s state (panel, docker, counts, queued events)')
       .option('-c, --config <file>', CONFIG_HELP)
       .option('--json', 'print JSON')
       .action((opts: { config?: string; json?: boolean }) => statusCommand(socketOf(opts), opts.json === true));
-    subcommand(cmd, 'stats', 'show every server’s counters, rates and quota state')
+    socketCommand('stats', 'show every server’s counters, rates and quota state')
       .option('-c, --config <file>', CONFIG_HELP)
       .option('--json', 'print JSON')
       .action((opts: { config?: string; json?: boolean }) => statsCommand(socketOf(opts), opts.json === true));
-    subcommand(cmd, 'history <uuid>', 'show a server’s usage since the start of the current period')
+    socketCommand('history <uuid>', 'show a server’s usage since the start of the current period')
       .option('-c, --config <file>', CONFIG_HELP)
       // choices: another value is a usage error (exit 2), before the socket is asked
       .addOption(new Option('--period <period>', 'day, week or month').choices(['day', 'week', 'month']).default('day'))
@@ -43,7 +45,7 @@ export const nodeAgentRole: RoleDefinition = {
       .action((uuid: string, opts: { config?: string; period: string; bucket: string; json?: boolean }) =>
         historyCommand(socketOf(opts), uuid, opts.period, opts.bucket, opts.json === true),
       );
-    subcommand(cmd, 'unthrottle <uuid>', 'clear a server’s exceeded quotas until their periods reset')
+    socketCommand('unthrottle <uuid>', 'clear a server’s exceeded quotas until their periods reset')
       .option('-c, --config <file>', CONFIG_HELP)
       .action((uuid: string, opts: { config?: string }) => unthrottleCommand(socketOf(opts), uuid));
   },
