@@ -434,8 +434,8 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
     function retry(err: unknown): void {
       if (stopped) return;
       const msg = errorMessage(err);
-      if (!outage) log.warn({ endpoint: ep.text, retryInMs: delay }, `container event stream lost: ${msg}`);
-      else log.debug({ endpoint: ep.text, retryInMs: delay }, `container event stream still down: ${msg}`);
+      if (!outage) log.warn({ endpoint: ep.text, retry_in_ms: delay }, `container event stream lost: ${msg}`);
+      else log.debug({ endpoint: ep.text, retry_in_ms: delay }, `container event stream still down: ${msg}`);
       outage = true;
       timer = setTimeout(connect, delay);
       delay = Math.min(delay * 2, RETRY_MAX_MS);
