@@ -43,3 +43,12 @@ test('webhook URLs: a malformed percent escape in the credentials is refused wit
   // A well-formed escape is fine.
   assert.deepEqual(problemsOf({ notifications: { generic: [{ name: 'g', enabled: true, url: 'https://ops:p%40ss@hooks.example.com/h' }] } }), []);
 });
+
+test('files and directories must be absolute paths; empty ones (a feature off) are left alone', () => {
+  const problems = problemsOf({ general: { lock_file: 'bandwidth.lock' }, database: { path: 'db/bandwidth.db' }, logging: { file: '' } });
+  assert.deepEqual(
+    problems.map((p) => p.path),
+    ['/general/lock_file', '/database/path'],
+  );
+  assert.match(problems[0]?.message ?? '', /^must be an absolute path \(got "bandwidth\.lock"; relative to what\?/);
+});

@@ -6,7 +6,7 @@
  * redacted: they hold secrets).
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
-import { at, checkPositiveDurations, checkTimerDurations, checkTimeZone, httpUrlProblem } from '../../src/core/config-checks.ts';
+import { at, checkAbsolutePaths, checkPositiveDurations, checkTimerDurations, checkTimeZone, httpUrlProblem } from '../../src/core/config-checks.ts';
 import { cronProblem } from '../../src/lib/cron.ts';
 import { validateBandwidthdConfig } from '../../src/contracts/validators.js';
 import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
@@ -56,6 +56,7 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
       problems.push({ path: '/bandwidth/default_ceil_mbps', message: `must not be below the guaranteed rate (${rate} Mbit/s)` });
     }
 
+    checkAbsolutePaths(config, ['/general/socket_path', '/general/lock_file', '/general/pid_file', '/database/path', '/logging/file', '/docker/tls_cert_path', '/history/export_path'], problems);
     const socketPath = at(config, '/general/socket_path');
     const socketProblem = typeof socketPath === 'string' && socketPath !== '' ? socketPathProblem(socketPath) : undefined;
     if (socketProblem !== undefined) problems.push({ path: '/general/socket_path', message: socketProblem });

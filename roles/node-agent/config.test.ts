@@ -70,6 +70,13 @@ test('a number where a duration goes says what a duration looks like', () => {
   );
 });
 
+test('files must be absolute paths: the service starts in /, a command wherever it is run', () => {
+  assert.deepEqual(
+    problemsOf({ database: { path: 'db/agent.db' }, general: { socket_path: 'agent.sock' } }).map((p) => p.path).sort(),
+    ['/database/path', '/general/socket_path'],
+  );
+});
+
 test('an empty socket path is refused', () => {
   assert.deepEqual(problemsOf({ general: { socket_path: '' } }).map((p) => p.path), ['/general/socket_path']);
 });

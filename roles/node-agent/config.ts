@@ -10,7 +10,7 @@ import { socketPathProblem } from '../../src/lib/local-socket.ts';
 import { isIP } from 'node:net';
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
-import { at, checkHttpUrl, checkPositiveDurations, checkTimeZone } from '../../src/core/config-checks.ts';
+import { at, checkAbsolutePaths, checkHttpUrl, checkPositiveDurations, checkTimeZone } from '../../src/core/config-checks.ts';
 import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
 import { nodeAgentConfigSchema } from '../../src/contracts/schemas.ts';
 import type { NodeAgentConfig } from '../../src/contracts/types.ts';
@@ -76,6 +76,7 @@ export const nodeAgentConfigSpec: ConfigSpec<NodeAgentConfig> = {
     );
     checkTimeZone(config, '/timezone', problems);
     checkHttpUrl(config, '/panel/url', problems);
+    checkAbsolutePaths(config, ['/general/socket_path', '/database/path', '/panel/token_file', '/logging/file'], problems);
     if (at(config, '/database/max_open_conns') !== undefined && at(config, '/database/max_open_conns') !== 1) {
       problems.push({ path: '/database/max_open_conns', message: 'must be 1: the store has a single writer' });
     }

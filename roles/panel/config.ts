@@ -3,7 +3,7 @@
  * mail, the app key file and the volumes directory of same-host nodes.
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
-import { checkCidrList, checkHttpUrl, checkListen } from '../../src/core/config-checks.ts';
+import { checkAbsolutePaths, checkCidrList, checkHttpUrl, checkListen } from '../../src/core/config-checks.ts';
 import { validatePanelConfig } from '../../src/contracts/validators.js';
 import { panelConfigSchema } from '../../src/contracts/schemas.ts';
 import type { PanelConfig } from '../../src/contracts/types.ts';
@@ -17,6 +17,7 @@ export const panelConfigSpec: ConfigSpec<PanelConfig> = {
     checkListen(config, '/listen', problems);
     checkHttpUrl(config, '/base_url', problems);
     checkCidrList(config, '/trusted_proxies', problems);
+    checkAbsolutePaths(config, ['/data_dir', '/volumes_dir', '/logging/file'], problems);
   },
 };
 

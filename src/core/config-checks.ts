@@ -4,6 +4,7 @@
  * the expected type and still wrong; type problems are the schema's to report.
  */
 import { isIP } from 'node:net';
+import { isAbsolute } from 'node:path';
 import type { ConfigProblem } from './config-loader.ts';
 import { isTimeZone } from '../lib/calendar.ts';
 import { MAX_TIMER_MS, parseDuration } from '../lib/units.ts';
@@ -66,6 +67,21 @@ export function checkHttpUrl(config: unknown, path: string, problems: ConfigProb
   if (typeof v !== 'string' || v === '' || v.includes('${')) return;
   const why = httpUrlProblem(v);
   if (why) problems.push({ path, message: `${why} (got ${JSON.stringify(v)})` });
+}
+
+/**
+ * Files and directories of a daemon must be absolute: a relative one depends on the directory the
+ * process starts in (/ under systemd, somewhere else for a CLI command run by hand), so the
+ * service and a command reading the same config would use different files. Empty values (a
+ * feature turned off) are left alone.
+ */
+export function checkAbsolutePaths(config: unknown, pointers: readonly string[], problems: ConfigProblem[]): void {
+  for (const path of pointers) {
+    const v = at(config, path);
+    if (typeof v === 'string' && v !== '' && v !== ':memory:' && !v.includes('${') && !isAbsolute(v)) {
+      problems.push({ path, message: `must be an absolute path (got ${JSON.stringify(v)}; relative to what? the service starts in /, a command wherever it is run)` });
+    }
+  }
 }
 
 /** Splits `ip:port` / `[v6]:port`; undefined when it is not a valid listen address. */

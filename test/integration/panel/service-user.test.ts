@@ -62,3 +62,16 @@ test('a database the service user cannot write is refused at start, naming the f
   assert.match(r.stderr, new RegExp(`${db} cannot be written by this user \\(uid 65534\\): it belongs to uid 0 with mode 644`));
   assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
 });
+
+test('a relative or empty data_dir is refused: the service and a command run elsewhere would open different databases', () => {
+  for (const [value, message] of [
+    ['data', /\/data_dir: must be an absolute path \(got "data"/],
+    ["''", /\/data_dir: must not be empty/],
+  ] as const) {
+    const file = join(dir, 'relative.yaml');
+    writeFileSync(file, `data_dir: ${value}\n`);
+    const r = runHostkit(['panel', 'check', '--config', file]);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, message);
+  }
+});
