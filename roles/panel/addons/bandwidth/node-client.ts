@@ -4,6 +4,8 @@
  */
 import { AppError } from '../../../../src/core/app-error.ts';
 import type { LimitsPayload, StatsData } from '../../../../src/contracts/types.ts';
+import { validateLimitsApplied, validateStatsData, validateUnthrottleResponse } from '../../../../src/contracts/validators.js';
+import type { SchemaValidator } from '../../../../src/core/config-loader.ts';
 import { requestText, type HttpAnswer } from '../../../../src/lib/http-request.ts';
 
 export interface NodeTarget {
@@ -14,7 +16,12 @@ export interface NodeTarget {
 
 const TIMEOUT_MS = 10_000;
 
-async function call<T>(node: NodeTarget, method: string, path: string, body?: unknown): Promise<T> {
+/**
+ * What the node answered is checked against the contract before anything uses it: counters and
+ * rates go into the rollups and pages, and a buggy or hostile agent (a negative or 1e300 counter,
+ * a string where a number goes) must not corrupt them.
+ */
+async function call<T>(node: NodeTarget, method: string, path: string, validate: SchemaValidator<T>, body?: unknown): Promise<T> {
   let res: HttpAnswer;
   try {
     res = await requestText(`${node.apiUrl.replace(/\/+$/, '')}/api/v1${path}`, {
@@ -36,20 +43,24 @@ async function call<T>(node: NodeTarget, method: string, path: string, body?: un
   if (res.status < 200 || res.status > 299 || env.success !== true) {
     throw new AppError(env.meta?.code || 'ERR_NODE_FAILED', `node ${node.name} answered ${res.status}${env.error ? `: ${env.error}` : ''}`, { status: res.status === 404 ? 404 : 502 });
   }
-  return env.data as T;
+  if (!validate(env.data)) {
+    const e = validate.errors?.[0];
+    throw new AppError('ERR_NODE_FAILED', `node ${node.name} answered ${method} ${path} with data that does not follow the node API contract (${e ? `${e.instancePath || 'data'} ${e.message ?? e.keyword}` : 'invalid'}): ignored`, { status: 502 });
+  }
+  return env.data;
 }
 
 /** PUT /limits: the full set for the node; returns applied/failed counts. */
 export function pushLimits(node: NodeTarget, payload: LimitsPayload): Promise<{ applied: number; failed: number }> {
-  return call(node, 'PUT', '/limits', payload);
+  return call(node, 'PUT', '/limits', validateLimitsApplied, payload);
 }
 
 /** GET /stats. */
 export function fetchStats(node: NodeTarget): Promise<StatsData> {
-  return call(node, 'GET', '/stats');
+  return call(node, 'GET', '/stats', validateStatsData);
 }
 
 /** POST /servers/{uuid}/unthrottle. */
 export function unthrottle(node: NodeTarget, uuid: string): Promise<{ unthrottled: boolean }> {
-  return call(node, 'POST', `/servers/${encodeURIComponent(uuid)}/unthrottle`);
+  return call(node, 'POST', `/servers/${encodeURIComponent(uuid)}/unthrottle`, validateUnthrottleResponse);
 }
