@@ -74,6 +74,9 @@ export async function nodeCards(ctx: PanelContext, store: BandwidthStore): Promi
   return (await ctx.store.nodes.all()).map((n) => {
     const s = statuses.get(n.id);
     const stats = JSON.parse(s?.cached_stats ?? '{}') as Record<string, unknown>;
+    // An offline node's last figures are history, not live: its rates and running containers read 0
+    // (its throttled and exceeded counts stay: the node keeps enforcing them while unreachable).
+    const live = s?.online === 1;
     return {
       id: n.id,
       name: n.name,
@@ -85,9 +88,9 @@ export async function nodeCards(ctx: PanelContext, store: BandwidthStore): Promi
       version: s === undefined || s.version === '' ? null : s.version,
       last_seen_at: s?.last_seen_at ?? null,
       health_failures: s?.health_failures ?? 0,
-      containers: Number(stats.containers ?? 0),
-      rx_rate_bps: Number(stats.rx_rate_bps ?? 0),
-      tx_rate_bps: Number(stats.tx_rate_bps ?? 0),
+      containers: live ? Number(stats.containers ?? 0) : 0,
+      rx_rate_bps: live ? Number(stats.rx_rate_bps ?? 0) : 0,
+      tx_rate_bps: live ? Number(stats.tx_rate_bps ?? 0) : 0,
       throttled: Number(stats.throttled ?? 0),
       quota_exceeded: Number(stats.quota_exceeded ?? 0),
     };

@@ -8,14 +8,15 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openPanelStore } from '../../store/store.ts';
-import { timeseries } from './admin-json.ts';
+import type { PanelContext } from '../../context.ts';
+import { openPanelStore, type PanelStore } from '../../store/store.ts';
+import { nodeCards, timeseries } from './admin-json.ts';
 import { effectiveLimits } from './limits.ts';
 import { BANDWIDTH_MIGRATIONS } from './migrations.ts';
 import { SETTING_DEFAULTS } from './settings.ts';
 import { createBandwidthStore } from './store.ts';
 
-async function fixture(dataDir = ':memory:', migrations = BANDWIDTH_MIGRATIONS): Promise<{ store: ReturnType<typeof createBandwidthStore>; serverIds: number[]; nodeId: number; close(): void }> {
+async function fixture(dataDir = ':memory:', migrations = BANDWIDTH_MIGRATIONS): Promise<{ store: ReturnType<typeof createBandwidthStore>; panel: PanelStore; serverIds: number[]; nodeId: number; close(): void }> {
   const panel = openPanelStore(dataDir, migrations);
   const t = new Date().toISOString();
   const user = await panel.users.insert({ uuid: 'u', username: 'u', email: 'u@x', password: 'x', created_at: t, updated_at: t });
@@ -31,10 +32,21 @@ async function fixture(dataDir = ':memory:', migrations = BANDWIDTH_MIGRATIONS):
     });
     serverIds.push(s.id);
   }
-  return { store: createBandwidthStore(panel.sqlite), serverIds, nodeId: node.id, close: () => panel.close() };
+  return { store: createBandwidthStore(panel.sqlite), panel, serverIds, nodeId: node.id, close: () => panel.close() };
 }
 
 describe('bandwidth store', () => {
+  it('node cards: an offline node shows no live rates or running containers, its throttled count stays', async () => {
+    const { store, panel, nodeId, close } = await fixture();
+    const ctx = { store: panel } as unknown as PanelContext;
+    store.heartbeat(nodeId, new Date().toISOString(), { containers: 2, rx_rate_bps: 5000, tx_rate_bps: 7000, throttled: 1, quota_exceeded: 1 });
+    const pick = (c: Record<string, unknown> | undefined) => [c?.online, c?.containers, c?.rx_rate_bps, c?.tx_rate_bps, c?.throttled, c?.quota_exceeded];
+    assert.deepEqual(pick((await nodeCards(ctx, store))[0]), [true, 2, 5000, 7000, 1, 1]);
+    store.setOffline(nodeId);
+    assert.deepEqual(pick((await nodeCards(ctx, store))[0]), [false, 0, 0, 0, 1, 1]);
+    close();
+  });
+
   it('bumps config_version once per real change, never on a no-op', async () => {
     const { store } = await fixture();
     assert.equal(await store.configVersion(), 0);
