@@ -1479,7 +1479,7 @@ export interface HealthData {
  */
 export interface HeartbeatRequest {
   /**
-   * agent service version
+   * agent service version (at most 64 characters)
    */
   version?: string;
   /**
@@ -1657,11 +1657,11 @@ export interface ServerLimitsEntry {
  */
 export interface RegisterRequest {
   /**
-   * agent service version
+   * agent service version (at most 64 characters)
    */
   version: string;
   /**
-   * node hostname
+   * node hostname (at most 253 characters, the longest DNS name)
    */
   hostname: string;
   /**

@@ -157,12 +157,21 @@ describe('panel bandwidth addon with a node agent', () => {
     assert.equal(typed.body.meta.code, 'ERR_VALIDATION');
     const keyed = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${admin}` } });
     assert.equal(keyed.status, 401, 'panel API keys are not pairing tokens');
+    const long = await node('POST', '/register', { version: 'v'.repeat(1_000_000), hostname: 'h', port: 8480 });
+    assert.equal(long.status, 422, 'a version of a megabyte is not stored on every page');
+    assert.match(long.body.error ?? '', /^version/);
     const bad = await node('POST', '/register', { version: '1.0.0', hostname: 'h', port: 70000 });
     assert.equal(bad.status, 422);
     assert.match(bad.body.error ?? '', /^port/);
-    const url = await node('POST', '/register', { version: '1.0.0', hostname: 'h', port: 8480, api_url: 'ftp://x' });
-    assert.equal(url.status, 422);
-    assert.match(url.body.error ?? '', /api_url/);
+    for (const [apiUrl, message] of [
+      ['ftp://x', /^api_url: must be an http\(s\) URL/],
+      ['http://127.0.0.1:0', /^api_url: the port must be 1-65535/],
+      ['http://127.0.0.1:8480/api/v1', /^api_url: give the agent's base URL without \/api\/v1/],
+    ] as const) {
+      const url = await node('POST', '/register', { version: '1.0.0', hostname: 'h', port: 8480, api_url: apiUrl });
+      assert.equal(url.status, 422, apiUrl);
+      assert.match(url.body.error ?? '', message);
+    }
     const events = await node('POST', '/events', { events: [{ server_uuid: 'x', type: 'restored', period: null, direction: null, message: 'x'.repeat(1001), occurred_at: new Date().toISOString() }] });
     assert.equal(events.status, 422);
     assert.match(events.body.error ?? '', /message/);

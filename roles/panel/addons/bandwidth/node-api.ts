@@ -69,6 +69,9 @@ export function resolveApiUrl(r: RegisterRequest, peer: string): string {
   if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.username !== '' || url.search !== '' || url.hash !== '') {
     throw new AppError('ERR_VALIDATION', 'api_url: must be an http(s) URL with a host and an optional port, no credentials or query', { status: 422 });
   }
+  if (url.port === '0') throw new AppError('ERR_VALIDATION', 'api_url: the port must be 1-65535', { status: 422 });
+  // The panel adds /api/v1 itself (a base path of a proxy in front of the agent is kept).
+  if (/\/api\/v1\/?$/.test(url.pathname)) throw new AppError('ERR_VALIDATION', 'api_url: give the agent\'s base URL without /api/v1 (the panel adds it)', { status: 422 });
   return url.toString().replace(/\/+$/, '');
 }
 
