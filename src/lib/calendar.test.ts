@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { nextPeriodStart, periodKey, periodStart } from './calendar.ts';
+import { isTimeZone, nextPeriodStart, periodKey, periodStart } from './calendar.ts';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 const at = (s: string): number => Date.parse(s);
@@ -47,4 +47,9 @@ test('a zone whose DST jump skips midnight starts the day at 01:00', () => {
   const start = periodStart(at('2026-09-06T15:00:00Z'), 'day', 'America/Santiago');
   assert.equal(iso(start), '2026-09-06T04:00:00.000Z');
   assert.equal(periodKey(start, 'day', 'America/Santiago'), '2026-09-06');
+});
+
+test('time zone names: IANA names and aliases are zones, a bare offset is not', () => {
+  for (const name of ['UTC', 'Europe/Berlin', 'Asia/Calcutta', 'Etc/GMT+2', 'US/Pacific']) assert.equal(isTimeZone(name), true, name);
+  for (const name of ['', '+02:00', '-0500', 'Mars/Olympus']) assert.equal(isTimeZone(name), false, name);
 });

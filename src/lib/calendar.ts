@@ -60,9 +60,12 @@ function zone(tz: string): OffsetAt {
 /** ICU's canonical zone names: a cheap first check that creates no formatter. */
 let canonicalZones: Set<string> | undefined;
 
-/** True for a name of an IANA time zone (Europe/Berlin, UTC, aliases such as Asia/Kolkata). */
+/**
+ * True for a name of an IANA time zone (Europe/Berlin, UTC, aliases such as Asia/Kolkata). ICU
+ * also takes a bare offset (`+02:00`), which is no zone: it never follows daylight saving time.
+ */
 export function isTimeZone(name: string): boolean {
-  if (name === '') return false;
+  if (name === '' || /^[+-]/.test(name)) return false;
   canonicalZones ??= new Set(Intl.supportedValuesOf('timeZone'));
   if (name === 'UTC' || canonicalZones.has(name) || zones.has(name) || readZoneFile(name)) return true;
   try {
