@@ -29,8 +29,9 @@ function attach(ctx: PanelContext, panelStore: PanelStore): RunningAddon {
   (ctx.hooks.serverInput ??= []).push((input) => bandwidthInputProblems(input.bandwidth));
   ctx.hooks.serverCreated.push(async (server, input) => {
     const bandwidth = input.bandwidth;
-    if (typeof bandwidth === 'object' && bandwidth !== null) await service.saveOverride(server.id, bandwidth);
-    await service.serversChanged(server.node_id);
+    // One new config_version for the new server: an override saved with it already bumped it.
+    const saved = typeof bandwidth === 'object' && bandwidth !== null ? await service.saveOverride(server.id, bandwidth) : undefined;
+    if (saved === undefined) await service.serversChanged(server.node_id);
   });
   ctx.hooks.serverDeleted.push((server) => service.serversChanged(server.node_id));
 
