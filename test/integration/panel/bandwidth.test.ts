@@ -155,6 +155,10 @@ describe('panel bandwidth addon with a node agent', () => {
     const typed = await node('POST', '/heartbeat', undefined, { 'content-type': 'text/plain' });
     assert.equal(typed.status, 422);
     assert.equal(typed.body.meta.code, 'ERR_VALIDATION');
+    const lower = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `bearer ${token}` } });
+    assert.equal(lower.status, 200, 'the scheme is case-insensitive');
+    const upperToken = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${token.toUpperCase()}` } });
+    assert.equal(upperToken.status, 401, 'the token is not');
     const keyed = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${admin}` } });
     assert.equal(keyed.status, 401, 'panel API keys are not pairing tokens');
     const long = await node('POST', '/register', { version: 'v'.repeat(1_000_000), hostname: 'h', port: 8480 });

@@ -117,11 +117,13 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
       return fail(reply, 422, 'ERR_VALIDATION', 'content type must be application/json');
     }
     if (!throttle(req, reply)) return reply;
-    const m = /^Bearer\s+([0-9a-f]{64})\s*$/.exec(req.headers.authorization ?? '');
-    const node = m?.[1] === undefined ? undefined : await nodeByToken(ctx, m[1]);
+    // The scheme is case-insensitive (RFC 9110 §11.1); the token is the 64 lowercase hex characters it was issued as.
+    const given = /^bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
+    const token = given !== undefined && /^[0-9a-f]{64}$/.test(given) ? given : undefined;
+    const node = token === undefined ? undefined : await nodeByToken(ctx, token);
     if (node === undefined) {
       // §7 names GET /limits; every endpoint says the same, so the agent learns it wherever it asks.
-      if (m?.[1] !== undefined && (await isDeletedNodeToken(ctx, m[1]))) return fail(reply, 404, 'ERR_NODE_NOT_FOUND', 'the node of this token was deleted in the panel');
+      if (token !== undefined && (await isDeletedNodeToken(ctx, token))) return fail(reply, 404, 'ERR_NODE_NOT_FOUND', 'the node of this token was deleted in the panel');
       return fail(reply, 401, 'ERR_UNAUTHORIZED', 'missing or invalid pairing token');
     }
     req.bandwidthNode = node;
