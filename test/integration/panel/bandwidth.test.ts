@@ -301,6 +301,10 @@ describe('panel bandwidth addon with a node agent', () => {
     assert.equal(typeof card?.last_seen_at, 'string');
     assert.equal(card?.containers, 1);
     assert.equal(card?.registered, false, 'it still never registered');
+    assert.equal((await web.request('GET', `/admin/bandwidth/nodes/${b.id}/live`)).status, 200);
+    for (const spelling of [`0x${b.id.toString(16)}`, `${b.id}.0`, `0${b.id}`]) {
+      assert.equal((await web.request('GET', `/admin/bandwidth/nodes/${spelling}/live`)).status, 404, spelling);
+    }
   });
 
   it('answers a deleted node token with 404 ERR_NODE_NOT_FOUND', async () => {

@@ -122,8 +122,10 @@ export function registerAdminJson(admin: FastifyInstance, ctx: PanelContext, sto
   });
   admin.get('/admin/bandwidth/nodes/poll', async () => ({ nodes: await nodeCards(ctx, store) }));
   admin.get('/admin/bandwidth/nodes/:node/live', async (req, reply) => {
-    const id = Number((req.params as { node: string }).node);
-    if (!Number.isInteger(id) || id < 1 || (await ctx.store.nodes.find(id)) === undefined) return reply.code(404).send({ error: 'no such node' });
+    // Written as query ids are (`0x1`, `1.0` or `1e0` name no node).
+    const raw = (req.params as { node: string }).node;
+    const id = /^[1-9]\d{0,9}$/.test(raw) ? Number(raw) : 0;
+    if (id === 0 || (await ctx.store.nodes.find(id)) === undefined) return reply.code(404).send({ error: 'no such node' });
     return service.live(id);
   });
 }
