@@ -280,8 +280,15 @@ describe('panel bandwidth addon with a node agent', () => {
         { server_uuid: own.uuid, type: 'restored', period: null, direction: null, message: 'dup-test-restored', occurred_at: '2026-11-26T12:00:00Z' },
       ],
     };
-    for (let i = 0; i < 2; i++) {
-      const r = await node('POST', '/events', batch);
+    // The same instants in other spellings: lower case, milliseconds, an offset.
+    const respelled = {
+      events: [
+        { ...batch.events[0], occurred_at: '2026-11-26t11:00:00.000z' },
+        { ...batch.events[1], occurred_at: '2026-11-26T13:00:00+01:00' },
+      ],
+    };
+    for (const b of [batch, batch, respelled]) {
+      const r = await node('POST', '/events', b);
       assert.equal(r.status, 200);
       assert.equal(r.body.data?.accepted, 2, 'an already stored event is accepted, so the agent stops retrying');
     }

@@ -52,6 +52,20 @@ export function isRfc3339(value: string): boolean {
   return month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && minute <= 59 && second <= 60 && offsetOk;
 }
 
+/**
+ * One spelling per instant (`…T07:00:00Z`, `…t07:00:00.000z` and `…T08:00:00+01:00` are the
+ * same event time): UTC with milliseconds, so a resent event is recognised whatever its spelling.
+ * A leap second is the instant after :59. Only for a value isRfc3339 accepted.
+ */
+export function canonicalRfc3339(value: string): string {
+  const m = RFC3339.exec(value) as RegExpExecArray;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const fraction = Math.floor(Number(`0${m[7] ?? ''}`) * 1000);
+  const zone = m[8] ?? 'Z';
+  const offsetMin = /^[Zz]$/.test(zone) ? 0 : (zone.startsWith('-') ? -1 : 1) * (Number(m[9]) * 60 + Number(m[10]));
+  return new Date(Date.UTC(year, month - 1, day, hour, minute, second) + fraction - offsetMin * 60_000).toISOString();
+}
+
 /** rule 1: the api_url as given (a valid http(s) URL with host and port), or derived from the peer address. */
 export function resolveApiUrl(r: RegisterRequest, peer: string): string {
   const given = (r.api_url ?? '').trim();
@@ -179,7 +193,7 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
     const servers = new Map(named.flatMap((s) => (s !== undefined && s.node_id === node.id ? [[s.uuid, s.id] as const] : [])));
     const own = events.flatMap((e) => {
       const id = servers.get(e.server_uuid);
-      return id === undefined ? [] : [{ server_id: id, server_uuid: e.server_uuid, type: e.type, period: e.period, direction: e.direction, message: e.message, occurred_at: e.occurred_at }];
+      return id === undefined ? [] : [{ server_id: id, server_uuid: e.server_uuid, type: e.type, period: e.period, direction: e.direction, message: e.message, occurred_at: canonicalRfc3339(e.occurred_at) }];
     });
     // A batch delivered again (at least once, §4.2 rule 4) is stored once; its events still count
     // as accepted, so the agent stops retrying them.
