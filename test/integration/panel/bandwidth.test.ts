@@ -155,6 +155,11 @@ describe('panel bandwidth addon with a node agent', () => {
     const typed = await node('POST', '/heartbeat', undefined, { 'content-type': 'text/plain' });
     assert.equal(typed.status, 422);
     assert.equal(typed.body.meta.code, 'ERR_VALIDATION');
+    const head = await fetch(`${panel.url}/api/bandwidth/node/limits`, { method: 'HEAD', headers: { authorization: `Bearer ${token}` } });
+    assert.equal(head.status, 200, 'HEAD is a GET without the body');
+    const del = await fetch(`${panel.url}/api/bandwidth/node/limits`, { method: 'DELETE', headers: { authorization: `Bearer ${token}` } });
+    assert.equal(del.status, 404, 'another method finds no route');
+    assert.equal((await raw('/heartbeat', '', 'application/json')).status, 200, 'an empty heartbeat');
     const lower = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `bearer ${token}` } });
     assert.equal(lower.status, 200, 'the scheme is case-insensitive');
     const upperToken = await fetch(`${panel.url}/api/bandwidth/node/limits`, { headers: { authorization: `Bearer ${token.toUpperCase()}` } });

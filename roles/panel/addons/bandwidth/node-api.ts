@@ -127,7 +127,8 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
 
   // onRequest: before the body is parsed, so a wrong content type is this API's 422, not a generic 415.
   app.addHook('onRequest', async (req, reply) => {
-    if (req.method !== 'GET' && !JSON_CONTENT_TYPE.test(req.headers['content-type'] ?? '')) {
+    // Only POSTs carry a body here; HEAD /limits is a GET, other methods find no route (404).
+    if (req.method === 'POST' && !JSON_CONTENT_TYPE.test(req.headers['content-type'] ?? '')) {
       return fail(reply, 422, 'ERR_VALIDATION', 'content type must be application/json');
     }
     if (!throttle(req, reply)) return reply;
@@ -161,6 +162,8 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
   });
 
   app.post('/heartbeat', async (req) => {
+    // Every heartbeat field is optional: an empty body is an empty heartbeat.
+    req.body ??= {};
     const h = body<HeartbeatRequest>(req, validateHeartbeatRequest);
     const node = nodeOf(req);
     // §3: a heartbeat marks the node online and stamps last_seen_at, registered or not.
