@@ -4,7 +4,8 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PanelContext } from '../../context.ts';
-import { dayKey, type BandwidthService } from './service.ts';
+import { localMidnight, localParts } from '../../../../src/lib/calendar.ts';
+import type { BandwidthService } from './service.ts';
 import type { BandwidthStore, SeriesPoint } from './store.ts';
 
 export const MAX_HOURS = 2160;
@@ -31,6 +32,21 @@ export interface Series {
   points: { t: string; rx_bytes: number; tx_bytes: number }[];
 }
 
+/**
+ * The last `count` calendar days in `tz` up to the one holding `nowMs`, oldest first: each day's
+ * rollup key and the instant its local midnight starts it. Counted on the calendar, not in steps
+ * of 24 hours, which skip or repeat a day next to a daylight-saving change.
+ */
+export function calendarDays(nowMs: number, count: number, tz: string): { key: string; start: number }[] {
+  const today = localParts(nowMs, tz);
+  const days = [];
+  for (let i = count - 1; i >= 0; i--) {
+    const d = new Date(Date.UTC(today.year, today.month - 1, today.day - i));
+    days.push({ key: d.toISOString().slice(0, 10), start: localMidnight(d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), tz) });
+  }
+  return days;
+}
+
 /** The series of the last `hours` hours, gaps filled with zeros so a chart has one point per bucket. */
 export async function timeseries(store: BandwidthStore, hours: number, filter: { nodeId?: number | undefined; serverId?: number | undefined }, nowMs = Date.now()): Promise<Series> {
   const tz = (await store.settings()).settings.timezone;
@@ -45,16 +61,13 @@ export async function timeseries(store: BandwidthStore, hours: number, filter: {
     }
     return { hours, bucket: 'hour', points };
   }
-  const days = Math.ceil(hours / 24);
-  const dayOf = (ms: number): string => dayKey(ms, tz);
-  const from = dayOf(nowMs - (days - 1) * 86_400_000);
-  const rows = new Map((await store.dailySeries(from, dayOf(nowMs), filter)).map((p) => [String(p.t), p]));
-  const points = [];
-  for (let i = days - 1; i >= 0; i--) {
-    const d = dayOf(nowMs - i * 86_400_000);
-    const p = rows.get(d);
-    points.push({ t: `${d}T00:00:00.000Z`, rx_bytes: p?.rx_bytes ?? 0, tx_bytes: p?.tx_bytes ?? 0 });
-  }
+  const days = calendarDays(nowMs, Math.ceil(hours / 24), tz);
+  const rows = new Map((await store.dailySeries(days[0]!.key, days[days.length - 1]!.key, filter)).map((p) => [String(p.t), p]));
+  // Each day starts at its local midnight in the quota timezone, so `t` is that instant.
+  const points = days.map(({ key, start }) => {
+    const p = rows.get(key);
+    return { t: new Date(start).toISOString(), rx_bytes: p?.rx_bytes ?? 0, tx_bytes: p?.tx_bytes ?? 0 };
+  });
   return { hours, bucket: 'day', points };
 }
 
@@ -65,7 +78,7 @@ export async function timeseries(store: BandwidthStore, hours: number, filter: {
 export async function topConsumers(store: BandwidthStore, hours: number, nodeId?: number, nowMs = Date.now()): Promise<{ server_id: number; rx_bytes: number; tx_bytes: number }[]> {
   if (hours <= HOURLY_UP_TO) return store.topConsumers(Math.floor(nowMs / 3_600_000) * 3600 - (hours - 1) * 3600, TOP_CONSUMERS, nodeId);
   const tz = (await store.settings()).settings.timezone;
-  return store.topConsumersDaily(dayKey(nowMs - (Math.ceil(hours / 24) - 1) * 86_400_000, tz), TOP_CONSUMERS, nodeId);
+  return store.topConsumersDaily(calendarDays(nowMs, Math.ceil(hours / 24), tz)[0]!.key, TOP_CONSUMERS, nodeId);
 }
 
 /** The node cards, from the panel's own records (no node is called). */

@@ -93,6 +93,27 @@ describe('bandwidth store', () => {
     assert.equal(ts.points[2]?.tx_bytes, 4000);
   });
 
+  it('counts daily points on the quota timezone calendar, each labelled with its local midnight', async () => {
+    const { store, serverIds, nodeId } = await fixture();
+    const a = serverIds[0] as number;
+    await store.saveSettings({ ...(await store.settings()).settings, timezone: 'Europe/Berlin' });
+    await store.addTotals(nodeId, [{ server_id: a, rx_total: 0, tx_total: 0 }], 0, '2026-03-29');
+    await store.addTotals(nodeId, [{ server_id: a, rx_total: 7, tx_total: 9 }], 0, '2026-03-29');
+    // 00:30 in Berlin on the day after the clocks went forward: 24 hours back is 23:30 two days ago.
+    const ts = await timeseries(store, 192, { serverId: a }, Date.parse('2026-03-29T22:30:00Z'));
+    assert.equal(ts.bucket, 'day');
+    assert.deepEqual(
+      ts.points.slice(5).map((p) => [p.t, p.rx_bytes, p.tx_bytes]),
+      [
+        ['2026-03-27T23:00:00.000Z', 0, 0],
+        ['2026-03-28T23:00:00.000Z', 7, 9],
+        ['2026-03-29T22:00:00.000Z', 0, 0],
+      ],
+    );
+    assert.equal(ts.points.length, 8, 'eight days for 192 hours, none skipped');
+    assert.equal(ts.points[0]?.t, '2026-03-22T23:00:00.000Z');
+  });
+
   it('prunes rollups and events past their retention', async () => {
     const { store, serverIds, nodeId } = await fixture();
     const id = serverIds[0] as number;
