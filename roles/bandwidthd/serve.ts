@@ -29,7 +29,6 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
   for (const w of warnings) logger.warn(`${configPath}: ${w}`);
   const shutdown = createShutdown({ logger });
   shutdown.add('lock', () => lock.release());
-  shutdown.add('logger', () => logger.close());
   try {
     shutdown.add('pid file', writePidFile(config.general.pid_file));
     await claimSocketPath(config.general.socket_path, 'bandwidth daemon');

@@ -23,7 +23,6 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
   const logger = createLogger({ name: 'bandwidth-node', ...config.logging });
   for (const w of warnings) logger.warn(`${configPath}: ${w}`);
   const shutdown = createShutdown({ logger });
-  shutdown.add('logger', () => logger.close());
 
   try {
     // One agent per store: a second one on the same database would keep its own limits and

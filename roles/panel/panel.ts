@@ -28,6 +28,9 @@ export interface OpenPanel {
   warnings: string[];
   /** True when this open generated the app key (first start). */
   appKeyCreated: boolean;
+  /** Closes the store and releases the serve lock; the logger stays open (serve's shutdown closes it last). */
+  release(): void;
+  /** release(), then closes the logger. */
   close(): Promise<void>;
 }
 
@@ -117,15 +120,19 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean; ser
   const activity = createActivityLog(store, (err) => logger.error({ err }, 'could not write an activity log entry'));
   const ctx: PanelContext = { config, store, appKey: key, logger, activity, mailer: createMailer(config.mail), hooks: { serverSuspension: [], serverCreated: [], serverDeleted: [] }, permissions: createPermissionRegistry() };
   const addons = ADDONS.map((a) => a.attach(ctx, store));
+  const release = (): void => {
+    store.close();
+    lock?.release();
+  };
   return {
     ctx,
     addons,
     logger,
     warnings,
     appKeyCreated: created,
+    release,
     async close() {
-      store.close();
-      lock?.release();
+      release();
       await logger.close();
     },
   };

@@ -15,7 +15,7 @@ export async function servePanel(configPath: string): Promise<void> {
   const { ctx, logger } = panel;
   for (const w of panel.warnings) logger.warn(`${configPath}: ${w}`);
   const shutdown = createShutdown({ logger });
-  shutdown.add('store and logger', () => panel.close());
+  shutdown.add('store', () => panel.release());
   if (panel.appKeyCreated) logger.warn('generated a new app key in %s: back it up, stored secrets cannot be read without it', ctx.config.data_dir);
   try {
     const app = await createPanelApp(ctx, panel.addons);

@@ -97,7 +97,6 @@ export async function serveProxy(rootArg: string): Promise<void> {
   if (rustLog !== undefined && rustLog.trim() !== '' && levelFromRustLog(rustLog) === undefined) logger.warn({ RUST_LOG: rustLog }, 'RUST_LOG names no level: log_level applies');
 
   const shutdown = createShutdown({ logger, timeoutMs: SHUTDOWN_GRACE_MS + 5_000 });
-  shutdown.add('logger', () => logger.close());
   const pools = createOriginPools({ logger });
   shutdown.add('origin pools', () => pools.close());
   try {

@@ -1,6 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createLogger } from './logger.ts';
 import { createShutdown } from './shutdown.ts';
 
 test('steps run newest first, once, and a failing or hanging step does not stop the rest', async () => {
@@ -16,6 +20,22 @@ test('steps run newest first, once, and a failing or hanging step does not stop 
   });
   await Promise.all([sd.run('test'), sd.run('again')]);
   assert.deepEqual(order, ['api', 'store']);
+});
+
+test('the last line of the log file is stopped, written after every step and flushed', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'shutdown-'));
+  try {
+    const file = join(dir, 'x.log');
+    const logger = createLogger({ name: 't', console: false, file });
+    const sd = createShutdown({ logger });
+    sd.add('store', () => logger.info('store closed'));
+    await sd.run('SIGTERM');
+    const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as { msg: string; reason?: string });
+    assert.deepEqual(lines.map((l) => l.msg), ['shutting down', 'store closed', 'stopped']);
+    assert.equal(lines[2]?.reason, 'SIGTERM');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('SIGTERM runs the steps and exits 0', async () => {

@@ -1,10 +1,10 @@
 /**
  * Graceful shutdown: daemons register cleanup steps (stop accepting, finish the cycle, flush the
- * store and logs); SIGTERM or SIGINT runs them newest first, each bounded by a timeout, then exits.
- * A second signal exits at once with code 1.
+ * store); SIGTERM or SIGINT runs them newest first, each bounded by a timeout, then logs `stopped`
+ * and closes the logger, then exits. A second signal exits at once with code 1.
  */
-import type { Logger } from 'pino';
 import { errorMessage } from './app-error.ts';
+import type { AppLogger } from './logger.ts';
 
 type Step = { name: string; run: () => unknown };
 
@@ -12,19 +12,21 @@ export interface Shutdown {
   /** Adds a step run at shutdown; steps run in reverse order of registration. */
   add(name: string, run: () => unknown): void;
   /**
-   * Runs every step (once) and resolves when done; used by signals and by tests. `cause`, the
-   * error a failed start ends with, is logged first: the log file says why, not only stderr.
+   * Runs every step (once), then logs `stopped` and closes the logger; resolves when done. Used by
+   * signals and by tests. `cause`, the error a failed start ends with, is logged first: the log
+   * file says why, not only stderr. A log without its `stopped` line ended in a crash or a kill.
    */
   run(reason: string, cause?: unknown): Promise<void>;
 }
 
-export function createShutdown(opts: { logger?: Logger; timeoutMs?: number } = {}): Shutdown {
+export function createShutdown(opts: { logger?: AppLogger; timeoutMs?: number } = {}): Shutdown {
   const steps: Step[] = [];
   let running: Promise<void> | undefined;
 
   async function run(reason: string, cause?: unknown): Promise<void> {
     if (running) return running;
     running = (async () => {
+      const started = Date.now();
       if (cause !== undefined) opts.logger?.error('%s: %s', reason, errorMessage(cause));
       opts.logger?.info({ reason }, 'shutting down');
       for (const step of [...steps].reverse()) {
@@ -41,6 +43,8 @@ export function createShutdown(opts: { logger?: Logger; timeoutMs?: number } = {
           clearTimeout(timer);
         }
       }
+      opts.logger?.info({ reason, duration_ms: Date.now() - started }, 'stopped');
+      await opts.logger?.close();
     })();
     return running;
   }

@@ -249,6 +249,8 @@ test('a rejected token is logged with what to do', async () => {
 test('SIGTERM stops the agent cleanly', async () => {
   assert.equal(await agent.stop('SIGTERM'), 0);
   assert.match(agent.output(), /shutting down/);
+  // The log file ends with the stopped line: the shutdown finished, nothing killed it halfway.
+  assert.match(readFileSync(join(dir, 'agent.log'), 'utf8').trim().split('\n').at(-1) ?? '', /"msg":"stopped"/);
   const down = cli('status');
   assert.equal(down.code, 1);
   assert.match(down.stderr, /not running/);

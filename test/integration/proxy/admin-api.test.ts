@@ -367,4 +367,5 @@ test('SIGTERM: no new connections, the in-flight request finishes, exit 0', asyn
   assert.equal(reply.status, 200);
   assert.equal(await exited, 0);
   assert.match(proxy.output(), /"reason":"SIGTERM".*shutting down/);
+  assert.match(proxy.output(), /"reason":"SIGTERM".*"msg":"stopped"/);
 });
