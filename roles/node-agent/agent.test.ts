@@ -247,3 +247,36 @@ test('events the panel took but the store could not remove: a database error in 
   await agent.stop();
   store.close();
 });
+
+test('a stopped container loses its IFB at the first scan 5 s later, not at the hourly sweep', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const store = openAgentStore({ path: join(dir, 'agent.db') });
+  let sweeps = 0;
+  const tc = { ...recordingTc(), sweepOrphanIfbs: async () => ++sweeps };
+  let running = [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-a', ifindex: 41 }];
+  let clock = 1_000_000;
+  const agent = createAgent({
+    config: config(dir),
+    store,
+    tc,
+    now: () => clock,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: createPanelClient({ url: 'http://127.0.0.1:9', token: TOKEN }),
+    containers: { scan: async () => running, watch: () => () => undefined, counters: async () => new Map() },
+  });
+  await agent.rescan();
+  running = [];
+  await agent.rescan(); // the runtime reports it stopped; its veth may still be there
+  clock += 4_000;
+  await agent.rescan();
+  assert.equal(sweeps, 0, 'not before the veth has had time to go');
+  clock += 1_000;
+  await agent.rescan();
+  assert.equal(sweeps, 1);
+  clock += 10_000;
+  await agent.rescan();
+  assert.equal(sweeps, 1, 'once per container that went away');
+  await agent.stop();
+  store.close();
+});

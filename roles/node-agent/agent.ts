@@ -31,6 +31,8 @@ const HOUR = 3_600_000;
 /** Hourly history kept long enough for the longest period the history endpoint serves (a month) and then some. */
 const HISTORY_KEEP_MS = 62 * 24 * HOUR;
 const OUTBOX_BATCH = 50;
+/** A stopped container's veth is gone well within this; its IFB is swept by the first scan after. */
+const IFB_SWEEP_DELAY_MS = 5_000;
 
 /** A running container that is a managed server, with its host-side veth. */
 export interface ManagedContainer {
@@ -107,6 +109,8 @@ export function createAgent(deps: AgentDeps): Agent {
   let limits: StoredLimits = store.loadLimits();
   let containers = new Map<string, ManagedContainer>();
   let dockerState = 'not scanned yet';
+  /** When to sweep the IFBs of managed veths that went away; null: none went away. */
+  let ifbSweepAt: number | null = null;
   const applied = new Map<string, { iface: string; ifindex: number }>(); // uuid -> interface carrying our rules
   const suspendInFlight = new Set<string>();
   const timers: NodeJS.Timeout[] = [];
@@ -426,6 +430,17 @@ export function createAgent(deps: AgentDeps): Agent {
       if (dockerState !== 'ok') logger.info({ containers: next.size }, 'container runtime reachable');
       dockerState = 'ok';
       if (deps.tc && config.traffic_control.enabled) {
+        // A stopped container's veth (and so its IFB's reason to exist) is gone a moment after
+        // the runtime reports it: the IFB goes with a scan a little later, not the hourly sweep.
+        if ([...containers.values()].some((c) => c.iface && next.get(c.uuid)?.iface !== c.iface)) ifbSweepAt = now() + IFB_SWEEP_DELAY_MS;
+        else if (ifbSweepAt !== null && now() >= ifbSweepAt) {
+          ifbSweepAt = null;
+          const swept = await deps.tc.sweepOrphanIfbs().catch((err: unknown) => {
+            logger.warn({ err: errorMessage(err) }, 'IFB sweep failed; retried hourly');
+            return 0;
+          });
+          if (swept > 0) logger.info({ swept }, 'removed IFB devices of stopped containers');
+        }
         const fresh = [...next.values()].filter((c) => c.iface && c.ifindex !== null && containers.get(c.uuid)?.iface !== c.iface);
         if (fresh.length > 0) {
           const r = await deps.tc.prepare(fresh.map((c) => ({ iface: c.iface as string, ifindex: c.ifindex as number })));

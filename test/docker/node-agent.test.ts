@@ -8,10 +8,11 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { ifbName } from '../../src/lib/tc.ts';
 import { hostVethOf } from '../../src/lib/veth.ts';
 import type { ServerStatsRecord } from '../../src/contracts/types.ts';
 import { freePort, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
@@ -151,8 +152,11 @@ test('a 10 Mbit/s cap holds within 10% in both directions', async () => {
   await panel.waitFor((p) => p.events.some((e) => e.server_uuid === BY_NAME && e.type === 'speed_applied'));
 });
 
-test('rules come back within a cycle after docker restart (new veth)', async () => {
-  const oldVeth = (await hostVethOf(byName.pid))?.iface;
+test('rules come back within a cycle after docker restart (new veth); the old veth IFB goes', async () => {
+  const old = await hostVethOf(byName.pid);
+  const oldVeth = old?.iface;
+  const oldIfb = `/sys/class/net/${ifbName(old?.ifindex as number)}`;
+  assert.ok(existsSync(oldIfb), 'the shaped veth has its IFB');
   await docker!.cli(['restart', BY_NAME]);
   const pid = Number((await docker!.cli(['inspect', '-f', '{{.State.Pid}}', BY_NAME])).trim());
   byName = { ...byName, pid };
@@ -161,6 +165,8 @@ test('rules come back within a cycle after docker restart (new veth)', async () 
   await until('htb on the new veth', () => (qdiscs(veth).includes('htb') ? true : undefined), 10_000);
   const down = await measureDown(byName, SINK);
   assert.ok(within10(down), `down after restart ${down.toFixed(2)} Mbit/s`);
+  // Swept by the first discovery scan 5 s after the container stopped, not by the hourly sweep.
+  await until('the IFB of the old veth removed', () => (existsSync(oldIfb) ? undefined : true), 15_000);
 });
 
 test('crossing a 1 GiB daily quota throttles; raising the quota above the use restores full speed', async () => {
@@ -198,4 +204,13 @@ test('a server leaving the limits set loses its rules', async () => {
   await until('rules removed', () => (qdiscs(veth).includes('htb') ? undefined : true), 10_000);
   const fast = await measureDown(byName, SINK, 2);
   assert.ok(fast > 50, `unshaped (${fast.toFixed(0)} Mbit/s)`);
+});
+
+test('a shaped server that stops loses its IFB within seconds', async () => {
+  await putLimits([limitsEntry(BY_LABEL, { rx_speed_mbps: 10, tx_speed_mbps: 10 })]);
+  const veth = await hostVethOf(byLabel.pid);
+  const ifb = `/sys/class/net/${ifbName(veth?.ifindex as number)}`;
+  await until('the IFB made', () => (existsSync(ifb) ? true : undefined), 10_000);
+  await docker!.cli(['stop', '-t', '1', 'game-by-label']);
+  await until('the IFB removed', () => (existsSync(ifb) ? undefined : true), 15_000);
 });
