@@ -280,3 +280,33 @@ test('a stopped container loses its IFB at the first scan 5 s later, not at the 
   await agent.stop();
   store.close();
 });
+
+test('one event the panel refuses is dropped alone; the rest of its batch is delivered', async () => {
+  const panel = await panelPromise;
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const store = openAgentStore({ path: join(dir, 'agent.db') });
+  const event = (message: string): Parameters<typeof store.saveCycle>[2][number] => ({ server_uuid: UUID, type: 'throttled', period: null, direction: null, message, occurred_at: '2026-11-27T00:00:00.000Z' });
+  store.saveCycle([], [], [event('first'), event('poison'), event('third')]);
+  panel.refuseEvent = (e) => e.message === 'poison';
+  const agent = createAgent({
+    config: config(dir),
+    store,
+    tc: null,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: createPanelClient({ url: panel.url, token: TOKEN }),
+    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
+  });
+  try {
+    await agent.flushOutbox();
+    assert.deepEqual(
+      panel.events.filter((e) => ['first', 'poison', 'third'].includes(e.message)).map((e) => e.message),
+      ['first', 'third'],
+    );
+    assert.equal(agent.status().outbox, 0, 'the refused one is not retried for ever');
+  } finally {
+    panel.refuseEvent = null;
+    await agent.stop();
+    store.close();
+  }
+});

@@ -25,7 +25,7 @@ import {
 } from './accounting.ts';
 import { normalizeLimits } from './limits.ts';
 import { PanelError, registerBackoffMs, type PanelClient } from './panel-client.ts';
-import type { AgentStore, HourlyDelta, ServerRecord, StoredLimits } from './store.ts';
+import type { AgentStore, HourlyDelta, OutboxItem, ServerRecord, StoredLimits } from './store.ts';
 
 const HOUR = 3_600_000;
 /** Hourly history kept long enough for the longest period the history endpoint serves (a month) and then some. */
@@ -261,6 +261,35 @@ export function createAgent(deps: AgentDeps): Agent {
   }
 
   // ---- outbox ---------------------------------------------------------------------------
+  /**
+   * A batch the panel refused as invalid would block the queue for good, and one bad event would
+   * take the valid ones with it: each goes again on its own, and only those the panel refuses
+   * alone are dropped (logged with what they were). Any other failure stops here; what was not
+   * settled yet stays queued for the next delivery.
+   */
+  async function sortOutRejected(items: OutboxItem[], batchError: PanelError): Promise<void> {
+    const settled: number[] = [];
+    try {
+      for (const item of items) {
+        let refusal = items.length === 1 ? batchError.message : null;
+        if (items.length > 1) {
+          try {
+            await deps.panel.events([item.event]);
+          } catch (err) {
+            if (!(err instanceof PanelError && err.status === 422)) throw err;
+            refusal = err.message;
+          }
+        }
+        if (refusal !== null) logger.error({ err: refusal, event: item.event }, 'panel rejected a queued event as invalid; dropping it');
+        settled.push(item.id);
+      }
+    } catch (err) {
+      noteTokenRejected(err);
+      logger.warn({ err: errorMessage(err), queued: store.outboxCount() - settled.length }, 'event delivery failed; retried later');
+    }
+    store.outboxDelete(settled);
+  }
+
   async function flushOutbox(): Promise<void> {
     if (flushing) return flushing;
     flushing = (async () => {
@@ -270,9 +299,7 @@ export function createAgent(deps: AgentDeps): Agent {
         await deps.panel.events(items.map((i) => i.event));
       } catch (err) {
         if (err instanceof PanelError && err.status === 422) {
-          // A batch the panel will never accept would block the queue for good.
-          logger.error({ err: err.message, dropped: items.length }, 'panel rejected queued events as invalid; dropping them');
-          store.outboxDelete(items.map((i) => i.id));
+          await sortOutRejected(items, err);
         } else {
           noteTokenRejected(err);
           logger.warn({ err: errorMessage(err), queued: store.outboxCount() }, 'event delivery failed; retried later');

@@ -31,6 +31,11 @@ export interface FakePanel {
   failWith: number | null;
   /** Server UUIDs that belong to this node (suspend of others is 404 ERR_UNKNOWN_SERVER). */
   servers: Set<string>;
+  /**
+   * A rule beyond the contract's (a stricter panel's): the events it names make their whole batch
+   * a 422, as a panel validating a batch does.
+   */
+  refuseEvent: ((e: EnforcementEvent) => boolean) | null;
   close(): Promise<void>;
   waitFor(pred: (p: FakePanel) => boolean, timeoutMs?: number): Promise<void>;
 }
@@ -57,6 +62,7 @@ export async function startFakePanel(token: string): Promise<FakePanel> {
     heartbeatSeconds: 60,
     failWith: null,
     servers: new Set(),
+    refuseEvent: null,
     close: async () => undefined,
     waitFor: async () => undefined,
   };
@@ -89,6 +95,8 @@ export async function startFakePanel(token: string): Promise<FakePanel> {
     } else if (req.method === 'POST' && path === '/events') {
       if (check(validateEventsRequest)) {
         const events = (body as { events: EnforcementEvent[] }).events;
+        const refused = events.findIndex((e) => panel.refuseEvent?.(e) === true);
+        if (refused !== -1) return send(res, 422, null, 'ERR_VALIDATION', `events/${refused}/message: refused`);
         panel.events.push(...events);
         send(res, 200, { accepted: events.length });
       }
