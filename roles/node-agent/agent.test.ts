@@ -53,6 +53,22 @@ function recordingTc(): TrafficControl & { last: Map<string, InterfaceShape>; re
   };
 }
 
+type AgentDeps = Parameters<typeof createAgent>[0];
+
+/** An agent over `store` in `dir`: no tc, a silent log, no containers and a panel nobody answers at, unless given. */
+function unitAgent(dir: string, store: AgentDeps['store'], over: Partial<AgentDeps> = {}): ReturnType<typeof createAgent> {
+  return createAgent({
+    config: config(dir),
+    store,
+    tc: null,
+    logger: pino({ level: 'silent' }),
+    tokenFile: join(dir, 'token'),
+    panel: createPanelClient({ url: 'http://127.0.0.1:9', token: TOKEN }),
+    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
+    ...over,
+  });
+}
+
 const panelPromise = startFakePanel(TOKEN);
 after(async () => (await panelPromise).close());
 
@@ -63,12 +79,8 @@ test('suspend: retried while the panel is down, then 1 Mbit/s both ways; unthrot
   const store = openAgentStore({ path: join(dir, 'agent.db') });
   const tc = recordingTc();
   let intoServer = 0;
-  const agent = createAgent({
-    config: config(dir),
-    store,
+  const agent = unitAgent(dir, store, {
     tc,
-    logger: pino({ level: 'silent' }),
-    tokenFile: join(dir, 'token'),
     panel: createPanelClient({ url: panel.url, token: TOKEN }),
     containers: {
       scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-a', ifindex: 41 }],
@@ -121,12 +133,7 @@ test('suspend: retried while the panel is down, then 1 Mbit/s both ways; unthrot
 test('the store survives a reopen: counters, limits, flags and overrides', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
   const make = (s: ReturnType<typeof openAgentStore>, bytes: () => number) =>
-    createAgent({
-      config: config(dir),
-      store: s,
-      tc: null,
-      logger: pino({ level: 'silent' }),
-      tokenFile: join(dir, 'token'),
+    unitAgent(dir, s, {
       panel: { register: () => new Promise(() => undefined), heartbeat: () => new Promise(() => undefined), limits: () => new Promise(() => undefined), events: async (e) => e.length, suspend: async () => true },
       containers: {
         scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-b', ifindex: 7 }],
@@ -168,16 +175,7 @@ test('history: hour and day buckets agree in a zone offset by half an hour', asy
   const t = dayStart + 5 * HOUR;
   const hours = [dayStart - 30 * 60_000, dayStart + 30 * 60_000, dayStart + 150 * 60_000]; // 18:00Z straddles the boundary
   store.saveCycle([], hours.map((hour, i) => ({ uuid: UUID, hour, rx: 1000 * (i + 1), tx: 0 })), []);
-  const agent = createAgent({
-    config: { ...config(dir), timezone: 'Asia/Kolkata' },
-    store,
-    tc: null,
-    logger: pino({ level: 'silent' }),
-    tokenFile: join(dir, 'token'),
-    panel: createPanelClient({ url: 'http://127.0.0.1:9', token: TOKEN }),
-    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
-    now: () => t,
-  });
+  const agent = unitAgent(dir, store, { config: { ...config(dir), timezone: 'Asia/Kolkata' }, now: () => t });
   const byHour = agent.history(UUID, 'day', 'hour');
   const byDay = agent.history(UUID, 'day', 'day');
   const sum = (points: { rx_bytes: number }[]): number => points.reduce((a, p) => a + p.rx_bytes, 0);
@@ -193,12 +191,7 @@ test('a hung container runtime does not hold back registration; the first heartb
   const store = openAgentStore({ path: join(dir, 'agent.db') });
   let releaseScan: (() => void) | undefined;
   const scanned = new Promise<void>((resolve) => (releaseScan = resolve));
-  const agent = createAgent({
-    config: config(dir),
-    store,
-    tc: null,
-    logger: pino({ level: 'silent' }),
-    tokenFile: join(dir, 'token'),
+  const agent = unitAgent(dir, store, {
     panel: createPanelClient({ url: panel.url, token: TOKEN }),
     containers: { scan: () => scanned.then(() => []), watch: () => () => undefined, counters: async () => new Map() },
   });
@@ -225,14 +218,8 @@ test('events the panel took but the store could not remove: a database error in 
       store.outboxDelete(ids);
     },
   });
-  const agent = createAgent({
-    config: config(dir),
-    store: failing,
-    tc: null,
-    logger: pino({ level: 'silent' }),
-    tokenFile: join(dir, 'token'),
+  const agent = unitAgent(dir, failing, {
     panel: { register: () => new Promise(() => undefined), heartbeat: () => new Promise(() => undefined), limits: () => new Promise(() => undefined), events: async (e) => sent.push(e.length), suspend: async () => true },
-    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
   });
   await agent.flushOutbox();
   const s = agent.status();
@@ -255,16 +242,7 @@ test('a stopped container loses its IFB at the first scan 5 s later, not at the 
   const tc = { ...recordingTc(), sweepOrphanIfbs: async () => ++sweeps };
   let running = [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-a', ifindex: 41 }];
   let clock = 1_000_000;
-  const agent = createAgent({
-    config: config(dir),
-    store,
-    tc,
-    now: () => clock,
-    logger: pino({ level: 'silent' }),
-    tokenFile: join(dir, 'token'),
-    panel: createPanelClient({ url: 'http://127.0.0.1:9', token: TOKEN }),
-    containers: { scan: async () => running, watch: () => () => undefined, counters: async () => new Map() },
-  });
+  const agent = unitAgent(dir, store, { tc, now: () => clock, containers: { scan: async () => running, watch: () => () => undefined, counters: async () => new Map() } });
   await agent.rescan();
   running = [];
   await agent.rescan(); // the runtime reports it stopped; its veth may still be there
@@ -288,15 +266,7 @@ test('one event the panel refuses is dropped alone; the rest of its batch is del
   const event = (message: string): Parameters<typeof store.saveCycle>[2][number] => ({ server_uuid: UUID, type: 'throttled', period: null, direction: null, message, occurred_at: '2026-11-27T00:00:00.000Z' });
   store.saveCycle([], [], [event('first'), event('poison'), event('third')]);
   panel.refuseEvent = (e) => e.message === 'poison';
-  const agent = createAgent({
-    config: config(dir),
-    store,
-    tc: null,
-    logger: pino({ level: 'silent' }),
-    tokenFile: join(dir, 'token'),
-    panel: createPanelClient({ url: panel.url, token: TOKEN }),
-    containers: { scan: async () => [], watch: () => () => undefined, counters: async () => new Map() },
-  });
+  const agent = unitAgent(dir, store, { panel: createPanelClient({ url: panel.url, token: TOKEN }) });
   try {
     await agent.flushOutbox();
     assert.deepEqual(
