@@ -182,7 +182,7 @@ export function splitVolumePath(p: string): string[] {
 
 // The client's view of a path, for messages: never the host path of the volume.
 function shownPath(p: string): string {
-  const s = p.startsWith('/') ? p : `/${p}`;
+  const s = `/${p}`.replace(/\/{2,}/g, '/');
   return JSON.stringify(s.length > 200 ? `${s.slice(0, 200)}\u2026` : s);
 }
 

@@ -637,6 +637,82 @@ describe('panel trash bin', () => {
     rmSync(vol(s2, '.trash', 'notes.txt'));
   });
 
+  it('never takes a .trash link for the trash folder: nothing moved into, restored from or deleted under it', async () => {
+    mkdirSync(vol(s2, 'saves'));
+    for (const n of ['1', '2', '3']) writeFileSync(vol(s2, 'saves', n), `save ${n}`);
+    writeFileSync(vol(s2, 'saves', 'kept.txt'), 'k');
+    writeFileSync(vol(s2, 'live.txt'), 'live');
+    await del(owner, s2, { root: '/', files: ['live.txt'] });
+    const id = records(s2)[0]?.id ?? 0;
+    renameSync(vol(s2, '.trash'), vol(s2, 'trash-away'));
+    symlinkSync('saves', vol(s2, '.trash'));
+    try {
+      const refused = (r: { status: number; body: unknown; text: string }, what: string): void => {
+        assert.equal(r.status, 400, `${what}: ${r.text}`);
+        assert.equal(firstError(r)?.code, 'DisplayException', what);
+        assert.match(firstError(r)?.detail ?? '', /\/\.trash is a link to \/saves, not the trash folder/, what);
+      };
+      writeFileSync(vol(s2, 'next.txt'), 'next');
+      refused(await del(owner, s2, { root: '/', files: ['next.txt'] }), 'delete into the trash');
+      refused(await panel.api(owner, 'POST', `${files(s2)}/trash/empty`), 'empty');
+      refused(await del(owner, s2, { root: '/.trash', files: ['1', String(id)] }), 'delete by id');
+      refused(await panel.api(owner, 'POST', `${files(s2)}/restore`, { files: [id] }), 'restore');
+      assert.equal((await web.post('/admin/trashbin/purge-now')).status, 303);
+      assert.deepEqual(readdirSync(vol(s2, 'saves')).sort(), ['1', '2', '3', 'kept.txt'], 'the linked folder keeps every file');
+      assert.ok(existsSync(vol(s2, 'next.txt')));
+      assert.deepEqual(records(s2).map((r) => r.id), [id]);
+    } finally {
+      rmSync(vol(s2, '.trash'));
+      renameSync(vol(s2, 'trash-away'), vol(s2, '.trash'));
+    }
+    assert.equal((await panel.api(owner, 'POST', `${files(s2)}/restore`, { files: [id] })).status, 204);
+    assert.equal(readFileSync(vol(s2, 'live.txt'), 'utf8'), 'live');
+    rmSync(vol(s2, 'saves'), { recursive: true });
+    rmSync(vol(s2, 'live.txt'));
+    rmSync(vol(s2, 'next.txt'));
+  });
+
+  it('refuses to restore through a folder that became a link into the trash, and keeps the entry', async () => {
+    mkdirSync(vol(s2, 'g'));
+    writeFileSync(vol(s2, 'g', '500'), 'precious');
+    await del(owner, s2, { root: '/', files: ['g/500'] });
+    const id = records(s2)[0]?.id ?? 0;
+    rmSync(vol(s2, 'g'), { recursive: true });
+    symlinkSync('.trash', vol(s2, 'g'));
+    const r = await panel.api(owner, 'POST', `${files(s2)}/restore`, { files: [id] });
+    assert.equal(r.status, 400, r.text);
+    assert.match(firstError(r)?.detail ?? '', /\/g\/500 now leads into the trash folder \(\/\.trash\/500\)/);
+    assert.deepEqual(records(s2).map((x) => x.id), [id], 'the entry stays');
+    assert.ok(!existsSync(vol(s2, '.trash', '500')));
+    rmSync(vol(s2, 'g'));
+    assert.equal((await panel.api(owner, 'POST', `${files(s2)}/restore`, { files: [id] })).status, 204);
+    assert.equal(readFileSync(vol(s2, 'g', '500'), 'utf8'), 'precious');
+    rmSync(vol(s2, 'g'), { recursive: true });
+  });
+
+  it('restores a name at the 255-byte limit under a shortened (restored) name', async () => {
+    const name = 'n'.repeat(250);
+    writeFileSync(vol(s2, name), 'old');
+    await del(owner, s2, { root: '/', files: [name] });
+    const id = records(s2)[0]?.id ?? 0;
+    writeFileSync(vol(s2, name), 'new');
+    assert.equal((await panel.api(owner, 'POST', `${files(s2)}/restore`, { files: [id] })).status, 204);
+    assert.equal(readFileSync(vol(s2, `${'n'.repeat(244)} (restored)`), 'utf8'), 'old');
+    rmSync(vol(s2, name));
+    rmSync(vol(s2, `${'n'.repeat(244)} (restored)`));
+  });
+
+  it('says the volume root cannot be deleted, and shows an escaping path with single slashes', async () => {
+    for (const f of ['', '.', '/', 'dir/..']) {
+      const r = await del(owner, s2, { root: '/', files: [f] });
+      assert.equal(r.status, 400, `${JSON.stringify(f)}: ${r.text}`);
+      assert.equal(firstError(r)?.detail, 'the volume root cannot be deleted', JSON.stringify(f));
+    }
+    const out = await del(owner, s2, { root: '/', files: ['../../etc/passwd'] });
+    assert.equal(out.status, 403, out.text);
+    assert.match(firstError(out)?.detail ?? '', /^"\/\.\.\/\.\.\/etc\/passwd" leads outside/);
+  });
+
   it('purges only entries past their effective retention, clamped to at least an hour', async () => {
     const trashAged = async (s: Server, name: string, hoursAgo: number): Promise<number> => {
       writeFileSync(vol(s, name), name);

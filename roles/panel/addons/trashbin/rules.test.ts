@@ -28,6 +28,16 @@ test('restored names: the original, then (restored), then (restored 2) and on', 
   assert.deepEqual([0, 1, 2, 3].map((n) => restoredName('plugins/a.jar', n)), ['plugins/a.jar', 'plugins/a.jar (restored)', 'plugins/a.jar (restored 2)', 'plugins/a.jar (restored 3)']);
 });
 
+test('restored names: a name at the 255-byte limit is shortened by whole characters to take the suffix', () => {
+  const long = `d/${'x'.repeat(250)}`;
+  assert.equal(restoredName(long, 1), `d/${'x'.repeat(244)} (restored)`);
+  assert.equal(Buffer.byteLength(restoredName(long, 12).slice(2)), 255);
+  // Three-byte characters: none is cut in half, so the name may end a byte or two short.
+  const wide = restoredName('\u20ac'.repeat(85), 1);
+  assert.equal(wide, `${'\u20ac'.repeat(81)} (restored)`);
+  assert.ok(Buffer.byteLength(wide) <= 255);
+});
+
 test('trash paths: the folder and what is inside it, nothing else', () => {
   for (const p of ['.trash', '.trash/1', '.trash/1/x']) assert.equal(isTrashPath(p), true, p);
   for (const p of ['', '.trashy', 'a/.trash', '.tras', 'trash']) assert.equal(isTrashPath(p), false, p);

@@ -36,10 +36,21 @@ export function effectiveValues(settings: Pick<TrashSettings, 'default_max_bytes
   return { capBytes, retentionHours: Math.max(1, retention) };
 }
 
-/** The path a restore tries on its `attempt`-th try: the original, then `name (restored)`, `name (restored 2)`, ... */
+/** Linux's limit on one name, in bytes. */
+const MAX_NAME_BYTES = 255;
+
+/**
+ * The path a restore tries on its `attempt`-th try: the original, then `name (restored)`,
+ * `name (restored 2)`, ... A name too long to take the suffix loses characters from its end.
+ */
 export function restoredName(path: string, attempt: number): string {
   if (attempt === 0) return path;
-  return attempt === 1 ? `${path} (restored)` : `${path} (restored ${attempt})`;
+  const suffix = attempt === 1 ? ' (restored)' : ` (restored ${attempt})`;
+  const slash = path.lastIndexOf('/');
+  const chars = [...path.slice(slash + 1)];
+  let bytes = Buffer.byteLength(chars.join('')) + suffix.length;
+  while (bytes > MAX_NAME_BYTES) bytes -= Buffer.byteLength(chars.pop() ?? '');
+  return `${path.slice(0, slash + 1)}${chars.join('')}${suffix}`;
 }
 
 /** Whether a volume-relative normalised path (`a/b`) is the trash folder or inside it. */

@@ -137,9 +137,18 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
     await ctx.activity.log({ event: `server:trashbin.${event}`, actor: call?.actor, subject: { type: 'server', id: server.id }, properties, ip: call?.ip });
   }
 
+  // The trash folder is the volume's own `.trash` folder. A link by that name leads to another
+  // folder of the volume, whose files were never the trash bin's: nothing is moved into, taken
+  // from or deleted under it (the hourly purge skips the server, logged), and the user is told why.
+  async function ownTrashFolder(server: ServerRow): Promise<void> {
+    const [real] = await files.resolve(server.uuid, [TRASH_DIR], true);
+    if (real !== TRASH_DIR) throw displayError(`/${TRASH_DIR} is a link to /${real ?? ''}, not the trash folder: rename or remove the link, then try again.`);
+  }
+
   // Deletes the items of entries from the volume, then their records. A volume that is gone took its items along.
   async function removeItems(server: ServerRow, entries: readonly TrashEntry[]): Promise<void> {
     if (entries.length === 0) return;
+    await ownTrashFolder(server);
     try {
       await files.delete(server.uuid, TRASH_ROOT, entries.map((e) => String(e.id)));
     } catch (err) {
@@ -154,6 +163,7 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
   // meanwhile is never taken for one. Other names were never the trash bin's and stay; a volume
   // without a trash folder (none here, or a file by that name) holds none.
   async function orphans(server: ServerRow): Promise<number[]> {
+    await ownTrashFolder(server);
     let names: string[];
     try {
       names = (await files.list(server.uuid, TRASH_ROOT)).map((f) => f.attributes.name);
@@ -240,6 +250,10 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
 
   // Moves one entry's item back: the original path, else the first free `(restored N)` name; resolves to where, or null when its item is gone.
   async function restoreOne(server: ServerRow, e: TrashEntry): Promise<string | null> {
+    // A folder on the way replaced by a link into the trash folder: the item would land among the
+    // trash bin's items, and the next empty or purge would take it for an orphan.
+    const [target] = await files.resolve(server.uuid, [e.path], false);
+    if (target !== undefined && isTrashPath(target)) throw displayError(`/${e.path} now leads into the trash folder (/${target}): rename or remove the link on its way, then restore again`);
     const from = `${TRASH_DIR}/${e.id}`;
     for (let attempt = 0; attempt < MAX_RESTORE_NAMES; attempt++) {
       const to = restoredName(e.path, attempt);
@@ -272,12 +286,15 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
 
     async trash(call, paths) {
       const server = call.access.server;
+      // The core's permanent delete says the same of the root; measuring it would say less.
+      if (paths.includes('')) throw new AppError('ERR_BAD_REQUEST', 'the volume root cannot be deleted', { status: 400 });
       const measured: [string, Measured][] = [];
       for (const p of outermost(paths)) {
         const m = await files.measure(server.uuid, p);
         if (m !== null) measured.push([p, m]);
       }
       if (measured.length === 0) return;
+      await ownTrashFolder(server);
       const { capBytes } = await effective(server);
       if (capBytes > 0) {
         for (const [, m] of measured) {
@@ -319,6 +336,7 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
     async restore(call, ids) {
       const server = call.access.server;
       const entries = await store.entriesByIds(server.id, ids);
+      if (entries.length > 0) await ownTrashFolder(server);
       const restored: { id: number; file: string; to: string }[] = [];
       const skipped: { id: number; file: string; reason: 'ghost' | 'missing' }[] = [];
       let failure: { error: AppError; log: Record<string, unknown> } | undefined;
