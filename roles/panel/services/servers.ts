@@ -22,7 +22,9 @@ const limitProps = {
   allocations: COUNT,
   backups: COUNT,
 };
-const serverProps = { name: NAME, description: TEXT, owner_id: ID, allocation_id: ID, egg_id: ID, image: { type: 'string', maxLength: 255 }, startup: { type: 'string', maxLength: 4000 }, ...limitProps };
+/** One line of text: NUL and the other control characters (C0, DEL, C1) are refused on every create and rename path. */
+const SERVER_NAME = { ...NAME, pattern: '^\\P{Cc}*$', description: 'must not contain control characters' };
+const serverProps = { name: SERVER_NAME, description: TEXT, owner_id: ID, allocation_id: ID, egg_id: ID, image: { type: 'string', maxLength: 255 }, startup: { type: 'string', maxLength: 4000 }, ...limitProps };
 
 export type ServerInput = {
   name: string;
@@ -35,7 +37,7 @@ export type ServerInput = {
 } & { [K in keyof typeof limitProps]?: K extends 'threads' ? string | null : number };
 
 const validateCreate = createValidator<ServerInput>({ required: ['name', 'owner_id', 'allocation_id', 'egg_id'], properties: serverProps });
-const validateDetails = createValidator<Partial<ServerInput>>({ properties: { name: NAME, description: TEXT, owner_id: ID } });
+const validateDetails = createValidator<Partial<ServerInput>>({ properties: { name: SERVER_NAME, description: TEXT, owner_id: ID } });
 const validateBuild = createValidator<Partial<ServerInput>>({ properties: { allocation_id: ID, ...limitProps } });
 
 /**

@@ -67,6 +67,8 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
   const server = (id: number): ServerRow | undefined => db.prepare('SELECT id, name, node_id, allocation_id, suspended, memory FROM servers WHERE id = ?').get(id) as ServerRow | undefined;
   const tagsOf = (id: number): number[] => (db.prepare('SELECT tag_id FROM ops_server_tags WHERE server_id = ? ORDER BY tag_id').all(id) as { tag_id: number }[]).map((r) => r.tag_id);
   const fieldsOf = (r: { body: unknown }): string[] => (r.body as Errors).errors.map((e) => String(e.meta?.source_field));
+  /** The id SQLite gives the next server: the `{server_id}` of a pattern name. */
+  const nextId = (): number => ((db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'servers'").get() as { seq: number } | undefined)?.seq ?? 0) + 1;
   const entry = (over: Record<string, unknown> = {}): Record<string, unknown> => ({ owner_id: ownerId, node_id: infra.nodeA, nest_id: infra.nest, egg_id: infra.egg, memory: 512, swap: 0, disk: 1024, io: 500, cpu: 100, environment: { MOTD: 'hi' }, ...over });
   const untilFinished = async (uuid: string, get: (path: string) => Promise<Job>, path = `/admin/ops/bulk/${uuid}`): Promise<Job> => {
     for (let i = 0; i < 200; i++) {
@@ -113,7 +115,7 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
   });
 
   it('creates servers in a batch where a bad entry fails alone', async () => {
-    const next = ((db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'servers'").get() as { seq: number } | undefined)?.seq ?? 0) + 1;
+    const next = nextId();
     const r = await web.request('POST', '/admin/ops/multicreate', {
       servers: [
         entry({ name: 'Alpha', allocation_id: infra.allocsA[3], ops_tag_ids: [tagGold] }),
@@ -167,17 +169,52 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
   });
 
   it('fails only the entry that is not an object or has a name that is not a string', async () => {
+    const next = nextId();
     const r = await web.request('POST', '/admin/ops/multicreate', { servers: ['str', 5, null, [1], entry({ name: 5 }), entry({ name: { a: 1 } })] });
     assert.equal(r.status, 200, r.text);
     const body = r.body as { results: Result[]; summary: { total: number; success: number; failed: number } };
     assert.deepEqual(body.summary, { total: 6, success: 0, failed: 6 });
-    assert.ok(body.results.every((x) => x.success === false && x.name === ''));
+    assert.ok(body.results.every((x) => x.success === false));
+    assert.deepEqual(body.results.map((x) => x.name), [...Array<string>(4).fill(`${next} - admin`), `${next} - owner`, `${next} - owner`], 'each reports the name the pattern gives it');
     assert.match(body.results[0]?.error ?? '', /the servers.0 entry must be an object/);
     assert.match(body.results[3]?.error ?? '', /the servers.3 entry must be an object/);
     assert.match(body.results[4]?.error ?? '', /the name field must be a string/);
     assert.match(body.results[5]?.error ?? '', /the name field must be a string/);
     assert.equal((db.prepare('SELECT COUNT(*) AS n FROM servers').get() as { n: number }).n, 2, 'nothing was created');
     assert.equal((await web.request('POST', '/admin/ops/multicreate', { servers: 'x' })).status, 422, 'the array itself is still checked');
+  });
+
+  it('reports the pattern name of a failed nameless entry whatever check failed', async () => {
+    const next = nextId();
+    const r = await web.request('POST', '/admin/ops/multicreate', {
+      servers: [entry({ environment: { A: 1 } }), entry({ ops_tag_ids: [4242] }), entry({ node_id: 9999 }), entry({ allocation_id: infra.allocsB[0] }), entry({ memory: -5 }), entry({ name: '  ', cpu: 'x' })],
+    });
+    assert.equal(r.status, 200, r.text);
+    const body = r.body as { results: Result[] };
+    assert.deepEqual(
+      body.results.map((x) => [x.success, x.name]),
+      Array.from({ length: 6 }, () => [false, `${next} - owner`]),
+    );
+    assert.match(body.results[5]?.error ?? '', /the cpu field must be an integer/);
+  });
+
+  it('refuses control characters in server names on every create and rename path', async () => {
+    const r = await web.request('POST', '/admin/ops/multicreate', { servers: [entry({ name: '\u0000nul' }), entry({ name: 'tab\there' }), entry({ name: 'del\u007f' })] });
+    assert.equal(r.status, 200, r.text);
+    const results = (r.body as { results: Result[] }).results;
+    assert.deepEqual(results.map((x) => [x.success, x.name]), [[false, '\u0000nul'], [false, 'tab\there'], [false, 'del\u007f']]);
+    for (const x of results) assert.match(x.error ?? '', /the name field must not contain control characters/);
+
+    const limits = { memory: 1, swap: 0, disk: 1, io: 500, cpu: 1 };
+    const api = await panel.api(admin, 'POST', '/api/application/servers', { name: 'bell\u0007', user: ownerId, egg: infra.egg, limits, feature_limits: {}, allocation: { default: infra.allocsA[9] } });
+    assert.equal(api.status, 422, api.text);
+    assert.deepEqual(fieldsOf(api), ['name']);
+    const [alpha] = created as [number];
+    const rename = await panel.api(admin, 'PATCH', `/api/application/servers/${alpha}/details`, { name: 'line\nbreak' });
+    assert.equal(rename.status, 422, rename.text);
+    assert.match((rename.body as Errors).errors[0]?.detail ?? '', /the name field must not contain control characters/);
+    assert.equal(server(alpha)?.name, 'Alpha');
+    assert.equal((db.prepare('SELECT COUNT(*) AS n FROM servers').get() as { n: number }).n, 2, 'nothing was created');
   });
 
   it('creates alike servers from the page form', async () => {
@@ -289,6 +326,12 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
       assert.deepEqual(fieldsOf(r), ['q']);
     }
     assert.equal((await web.request('GET', `/admin/ops/search?q=${'a'.repeat(100)}`)).status, 200);
+    for (const q of ['q=a&q=b', 'q[]=a', 'q[0]=a', 'q=a&q[]=b']) {
+      const r = await web.request('GET', `/admin/ops/search?${q}`);
+      assert.equal(r.status, 422, q);
+      assert.deepEqual((r.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [['q', 'the q field must be a single string']], q);
+    }
+    assert.equal((await panel.api(admin, 'GET', '/api/application/ops/search?q=a&q=b')).status, 422);
     const api = await panel.api(admin, 'GET', '/api/application/ops/search?q=alpha');
     assert.equal(api.status, 200);
     assert.deepEqual(api.body, s);
@@ -468,6 +511,11 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     assert.equal(page2.meta.pagination.current_page, 2);
     assert.equal(page2.data.length, 10);
     for (const q of ['?per_page=9', '?per_page=101', `?event=${'e'.repeat(81)}`, '?server_id=x']) assert.equal((await web.request('GET', `/admin/ops/activity${q}`)).status, 422, q);
+    // `page` as on the other admin pages: past 1,000,000 is page 1,000,000, anything else not a page number is page 1.
+    for (const [q, current] of [['2000000', 1_000_000], ['abc', 1], ['0', 1], ['-3', 1]] as const) {
+      const r = await web.json<Feed>(`/admin/ops/activity?page=${q}`);
+      assert.equal(r.meta.pagination.current_page, current, q);
+    }
   });
 
   it('shows the audit log 50 entries a page, filtered by action and actor', async () => {
@@ -481,6 +529,13 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     const mine = await web.get(`/admin/ops/audit?actor_id=${rootId}&action=settings`);
     assert.match(mine.text, /<code>settings.updated<\/code>/);
     assert.doesNotMatch(mine.text, /paging.check/);
+    // `page` as on the other admin pages (/admin/users?page=2000000): clamped or page 1, never a 422.
+    for (const q of ['2000000', 'abc', '0']) {
+      const r = await web.get(`/admin/ops/audit?action=paging&page=${q}`);
+      assert.equal(r.status, 200, q);
+    }
+    assert.equal(((await web.get('/admin/ops/audit?action=paging&page=abc')).text.match(/<code>paging.check<\/code>/g) ?? []).length, 50, 'a malformed page is page 1');
+    assert.match((await web.get('/admin/ops/audit?action=paging&page=2000000')).text, /Page 1000000 of 2/);
   });
 });
 

@@ -457,4 +457,48 @@ describe('panel operations suite: settings, tags, naming, templates', () => {
     assert.equal((await raw('hka_nope')).status, 401);
     assert.equal((await raw(admin)).status, 400, 'a root-admin key reaches the body parser');
   });
+
+  it('keeps the icon and default flag of a tag on an update that leaves them out', async () => {
+    const made = await panel.api(admin, 'POST', '/api/application/ops/tags', { name: 'Staging', color: '#123456', icon: 'flask', is_default: true });
+    assert.equal(made.status, 201, made.text);
+    const id = (made.body as Tag).id;
+    const put = async (body: Record<string, unknown>): Promise<Tag> => {
+      const r = await panel.api(admin, 'PUT', `/api/application/ops/tags/${id}`, body);
+      assert.equal(r.status, 200, r.text);
+      return r.body as Tag;
+    };
+    const renamed = await put({ name: 'Staging2', color: '#123456' });
+    assert.deepEqual([renamed.name, renamed.slug, renamed.icon, renamed.is_default], ['Staging2', 'staging', 'flask', true], 'fields left out keep their stored values');
+    const noIcon = await put({ name: 'Staging2', color: '#123456', icon: null });
+    assert.deepEqual([noIcon.icon, noIcon.is_default], [null, true], 'an explicit null icon clears it');
+    const off = await put({ name: 'Staging2', color: '#123456', icon: 'flask', is_default: false });
+    assert.deepEqual([off.icon, off.is_default], ['flask', false]);
+
+    // The edit form sends every field: its blank icon clears it and its unchecked box is false.
+    await put({ name: 'Staging2', color: '#123456', is_default: true });
+    const form = await web.post(`/admin/ops/tags/${id}`, { _method: 'PUT', name: 'Staging3', slug: 'staging', color: '#123456', icon: '' });
+    assert.equal(form.status, 303);
+    const edited = (await tags()).find((t) => t.id === id) as Tag;
+    assert.deepEqual([edited.name, edited.icon, edited.is_default], ['Staging3', null, false]);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/ops/tags/${id}`)).status, 204);
+  });
+
+  it('answers JSON clients of unknown paths under /admin/ops with the 404 envelope', async () => {
+    for (const [method, path] of [
+      ['GET', '/admin/ops/health/servers/1'],
+      ['GET', '/admin/ops/analytics/series/1'],
+      ['POST', '/admin/ops/analytics/recommendations/1/dismiss'],
+      ['GET', '/admin/ops/tags/1'],
+      ['DELETE', '/admin/ops/settings'],
+    ] as const) {
+      const r = await web.request(method, path);
+      assert.equal(r.status, 404, `${method} ${path}`);
+      assert.deepEqual(r.body, { errors: [{ code: 'NotFoundHttpException', status: '404', detail: 'the requested route was not found' }] }, `${method} ${path}`);
+    }
+    const page = await web.get('/admin/ops/analytics/series/1');
+    assert.equal(page.status, 404);
+    assert.match(page.text, /<h1>404 · Not found<\/h1><p>page not found<\/p>/, 'a browser still gets the panel 404 page');
+    const anonymous = await fetch(`${panel.url}/admin/ops/analytics/series/1`, { redirect: 'manual', headers: { accept: 'application/json' } });
+    assert.equal(anonymous.status, 401, 'the admin session is checked first');
+  });
 });

@@ -9,12 +9,12 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AppError, isAppError } from '../../../../src/core/app-error.ts';
 import type { PanelContext } from '../../context.ts';
 import { apiErrors } from '../../http/api-format.ts';
-import { found } from '../../services/records.ts';
+import { found, notFound } from '../../services/records.ts';
 import { createValidator, ID, problemsOf } from '../../services/validation.ts';
-import { failedForm, formBody, formOf, inputOf, seeOther, setFlash, wantsHtml, type FormState } from '../../web/index.ts';
+import { failedForm, formBody, formOf, inputOf, pageParam, seeOther, setFlash, wantsHtml, type FormState } from '../../web/index.ts';
 import type { BulkRunner } from './bulk.ts';
 import { bulkSync, BULK_TYPES, POWER_ACTIONS } from './bulk.ts';
-import { bodyOf, boolQuery, intQuery, isJson, jsonObject, pathId, TAG_FORM, textQuery, whoOf, type Handlers } from './handlers.ts';
+import { bodyOf, boolQuery, intQuery, isJson, jsonObject, pathId, singleQuery, TAG_FORM, textQuery, whoOf, type Handlers } from './handlers.ts';
 import { multiCreate } from './multicreate.ts';
 import { auditPage, dashboardPage, healthPage, multiCreatePage, multiCreateResultPage, settingsPage, tagsPage, templatesPage } from './pages.ts';
 import { allocationObject, SOURCE_LABEL, type OpsService } from './service.ts';
@@ -119,13 +119,10 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
     throw new AppError('ERR_METHOD', 'this form needs _method PUT or DELETE', { status: 405 });
   });
   admin.get(`${BASE}/tags/by-servers`, async (req) => {
-    const q = req.query as Record<string, unknown>;
-    const raw = q.ids;
-    const bracketed = Object.keys(q).some((k) => k.startsWith('ids['));
-    const text = bracketed ? undefined : typeof raw === 'string' ? raw.trim() : raw === undefined ? '' : undefined;
-    const ids = text === undefined ? undefined : text === '' ? [] : text.split(',').map((s) => s.trim());
     // `ids[]=1` or a repeated `ids` is not the comma list this route takes: refused, not ignored.
-    if (ids === undefined || ids.length > 500 || ids.some((s) => !/^[1-9]\d{0,15}$/.test(s))) {
+    const text = (singleQuery(req, 'ids') ?? '').trim();
+    const ids = text === '' ? [] : text.split(',').map((s) => s.trim());
+    if (ids.length > 500 || ids.some((s) => !/^[1-9]\d{0,15}$/.test(s))) {
       throw new AppError('ERR_VALIDATION', 'the ids field must list up to 500 server ids separated by commas (ids=1,2,3)', { status: 422, cause: { field: 'ids' } });
     }
     return service.tagsByServers([...new Set(ids.map(Number))]);
@@ -272,12 +269,11 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
   admin.get(`${BASE}/search`, (req) => h.search(req));
   admin.get(`${BASE}/activity`, async (req) => {
     const perPage = intQuery(req, 'per_page', 10, 100, 25);
-    const page = intQuery(req, 'page', 1, 1_000_000, 1);
     const p = await service.store.feed({
       serverId: intQuery(req, 'server_id', 1, Number.MAX_SAFE_INTEGER),
       nodeId: intQuery(req, 'node_id', 1, Number.MAX_SAFE_INTEGER),
       event: textQuery(req, 'event', 80),
-      page,
+      page: pageParam(req),
       perPage,
       label: SOURCE_LABEL,
     });
@@ -289,7 +285,7 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
   admin.get(`${BASE}/audit`, async (req, reply) => {
     const action = textQuery(req, 'action', 80);
     const actorId = intQuery(req, 'actor_id', 1, Number.MAX_SAFE_INTEGER);
-    const page = await service.store.auditPage({ action, actorId, page: intQuery(req, 'page', 1, 1_000_000, 1), perPage: AUDIT_PER_PAGE });
+    const page = await service.store.auditPage({ action, actorId, page: pageParam(req), perPage: AUDIT_PER_PAGE });
     return auditPage(req, reply, ctx, page, { action, actorId });
   });
 
@@ -297,4 +293,11 @@ export function registerOpsAdmin(admin: FastifyInstance, ctx: PanelContext, serv
   admin.get(`${BASE}/health`, (req, reply) => healthPage(req, reply, service));
   admin.get(`${BASE}/health/nodes/:node`, (req) => h.nodeHealth(req));
   admin.get(`${BASE}/health/node-recommendations`, (req) => h.nodeRecommendations(req));
+
+  // Any other path or method under /admin/ops (the analytics and server health that are not built,
+  // a typo): a JSON client gets the 404 envelope as for an unknown id, a browser the panel's 404 page.
+  admin.all(`${BASE}/*`, (req, reply) => {
+    if (wantsHtml(req)) return reply.callNotFound();
+    throw notFound('route');
+  });
 }

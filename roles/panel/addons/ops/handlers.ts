@@ -54,10 +54,22 @@ export function intQuery(req: FastifyRequest, name: string, min: number, max: nu
   return n;
 }
 
+/**
+ * A query parameter sent once as `name=…` (undefined when absent); 422 naming it when it is
+ * repeated or sent as `name[]=…` / `name[k]=…`, which a comma list or a search term is not.
+ */
+export function singleQuery(req: FastifyRequest, name: string): string | undefined {
+  const q = query(req);
+  const v = q[name];
+  if ((v !== undefined && typeof v !== 'string') || Object.keys(q).some((k) => k.startsWith(`${name}[`))) {
+    throw validationError([{ field: name, rule: 'type', detail: `the ${name} field must be a single string` }]);
+  }
+  return v;
+}
+
 /** A text query parameter of at most `max` characters ('' when absent unless required). */
 export function textQuery(req: FastifyRequest, name: string, max: number, required = false): string {
-  const v = query(req)[name];
-  const s = typeof v === 'string' ? v.trim() : '';
+  const s = (singleQuery(req, name) ?? '').trim();
   if (required && s === '') throw validationError([{ field: name, rule: 'required', detail: `the ${name} field is required` }]);
   if (s.length > max) throw validationError([{ field: name, rule: 'max', detail: `the ${name} field must not be greater than ${max} characters` }]);
   return s;
@@ -79,8 +91,12 @@ export function pathId(req: FastifyRequest, key: string, what: string): number {
   return Number(v);
 }
 
-/** A tag form: a blank slug is sent (the form's way to ask for one made from the name), other blanks are left out. */
-export const TAG_FORM: InputSpec = { textOrOmit: ['name', 'color', 'icon'], text: ['slug'], bool: ['is_default'] };
+/**
+ * A tag form sends every field, as the edit form shows them all: a blank slug asks for one made
+ * from the name, a blank icon clears it, an unchecked box is false; a blank name or colour is left
+ * out (so it is "required").
+ */
+export const TAG_FORM: InputSpec = { textOrOmit: ['name', 'color'], text: ['slug', 'icon'], bool: ['is_default'] };
 
 /** The JSON answers both surfaces give for the same request. */
 export function createHandlers(service: OpsService, bulk: BulkRunner) {

@@ -42,3 +42,9 @@ test('recommends the nodes with the most headroom after placing the server, at m
   assert.deepEqual(zeroed, ['full', 'maint'], 'the small node drops out: five are returned and it scores 0 like the two others, after them by id');
   assert.ok(r.find((n) => n.node_name === 'full')?.reasons.includes('no free allocation'));
 });
+
+test('a node without a recorded memory size scores 0 and ranks below real nodes', () => {
+  const r = recommendNodes([load({ node_id: 1, node_name: 'unknown', memory: 0 }), load({ node_id: 2, node_name: 'real', allocations_used: 5, memory_assigned: 4096 })], 512, T);
+  assert.deepEqual(r.map((n) => [n.node_name, n.composite_score]), [['real', 46.25], ['unknown', 0]]);
+  assert.ok(r[1]?.reasons.includes('no memory size is recorded for this node, so its headroom is unknown'));
+});

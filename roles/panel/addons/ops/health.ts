@@ -56,8 +56,9 @@ export const RECOMMENDATIONS = 5;
 
 /**
  * Ranks nodes for a new server of `memoryMb`: memory use after placing it (weight 0.6) and
- * allocation use (0.4), both as headroom; a node without a free allocation, in maintenance, or
- * whose memory the server would overrun scores 0. Best first, at most 5; ties by node id.
+ * allocation use (0.4), both as headroom; a node without a free allocation, in maintenance,
+ * without a recorded memory size (its headroom is unknown, not 100 %) or whose memory the server
+ * would overrun scores 0. Best first, at most 5; ties by node id.
  */
 export function recommendNodes(loads: readonly NodeLoad[], memoryMb: number, t: { warn: number; crit: number }): NodeRecommendation[] {
   const ranked = loads.map((l) => {
@@ -66,16 +67,16 @@ export function recommendNodes(loads: readonly NodeLoad[], memoryMb: number, t: 
     const free = l.allocations_total - l.allocations_used;
     const reasons: string[] = [];
     let score = round2(0.6 * Math.max(0, 100 - mem_pct) + 0.4 * Math.max(0, 100 - alloc_pct));
-    if (l.memory <= 0) reasons.push('no memory size is recorded for this node');
+    if (l.memory <= 0) reasons.push('no memory size is recorded for this node, so its headroom is unknown');
     else reasons.push(`memory use would be ${mem_pct}% with ${memoryMb} MB more`);
     reasons.push(`${free} free allocation${free === 1 ? '' : 's'} (${alloc_pct}% used)`);
     if (mem_pct >= t.crit) reasons.push(`memory use would reach the critical level (${t.crit}%)`);
     else if (mem_pct >= t.warn) reasons.push(`memory use would pass the warning level (${t.warn}%)`);
-    if (free <= 0 || l.maintenance || (l.memory > 0 && mem_pct > 100)) {
+    if (free <= 0 || l.maintenance || l.memory <= 0 || mem_pct > 100) {
       score = 0;
       if (free <= 0) reasons.push('no free allocation');
       if (l.maintenance) reasons.push('in maintenance mode');
-      if (l.memory > 0 && mem_pct > 100) reasons.push('not enough memory left');
+      if (mem_pct > 100) reasons.push('not enough memory left');
     }
     return { node_id: l.node_id, node_name: l.node_name, composite_score: score, mem_pct, alloc_pct, reasons };
   });

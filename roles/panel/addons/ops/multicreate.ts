@@ -33,7 +33,11 @@ export async function multiCreate(ctx: PanelContext, service: OpsService, input:
   const claimed = new Set<number>();
   for (const [i, item] of servers.entries()) {
     const entry = (typeof item === 'object' && item !== null && !Array.isArray(item) ? item : {}) as Record<string, unknown>;
-    let name = typeof entry.name === 'string' ? entry.name.trim() : '';
+    // Named before any check, so a failed entry reports the name it would have had: its own, or
+    // the pattern's from whatever numbers it carries (the next id, as it did not get one).
+    const given = typeof entry.name === 'string' ? entry.name.trim() : '';
+    const n = (k: string): number | undefined => (typeof entry[k] === 'number' ? (entry[k] as number) : undefined);
+    const name = given !== '' ? given : await service.nameFor({ owner_id: n('owner_id'), node_id: n('node_id'), egg_id: n('egg_id'), memory: n('memory'), disk: n('disk'), cpu: n('cpu'), index: i + 1 });
     try {
       if (entry !== item) throw new AppError('ERR_VALIDATION', `the servers.${i} entry must be an object`, { status: 422 });
       // A missing or null name is made by the pattern; any other non-string is this entry's error.
@@ -47,10 +51,6 @@ export async function multiCreate(ctx: PanelContext, service: OpsService, input:
       if (allocation === undefined) throw new AppError('ERR_VALIDATION', allocation_id === undefined ? 'the selected node has no free allocation' : 'the selected allocation does not exist', { status: 422 });
       if (allocation.node_id !== node_id) throw new AppError('ERR_VALIDATION', 'the selected allocation does not belong to the selected node', { status: 422 });
       claimed.add(allocation.id);
-      if (name === '') {
-        const n = (k: string): number | undefined => (typeof entry[k] === 'number' ? (entry[k] as number) : undefined);
-        name = await service.nameFor({ owner_id: n('owner_id'), node_id, egg_id: n('egg_id'), memory: n('memory'), disk: n('disk'), cpu: n('cpu'), index: i + 1 });
-      }
       const server = await createServer(ctx, { ...entry, name, allocation_id: allocation.id });
       await service.audit(who, 'multicreate.server_created', { server_id: server.id, node_id: server.node_id, payload: { name: server.name, index: i + 1 } });
       await ctx.activity.log({ event: 'admin:server.create', actor: who.actorId === null ? undefined : { type: 'user', id: who.actorId }, subject: { type: 'server', id: server.id }, properties: { name: server.name, owner: server.owner_id, node: server.node_id }, ip: who.ip });

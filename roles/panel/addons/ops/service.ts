@@ -191,26 +191,33 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
 
   /**
    * A tag's values. A given slug must be free; a blank or null one is made from the name (`-2`,
-   * `-3` … when taken); an update without `slug` keeps the tag's slug (`current`).
+   * `-3` … when taken). On an update (`current`), a `slug`, `icon` or `is_default` left out keeps
+   * the stored value (§4.3: nullable and "sometimes" fields); an explicit null icon clears it.
    */
-  const tagValues = async (input: unknown, id?: number, current?: string): Promise<Omit<TagRow, 'id' | 'created_at' | 'updated_at'>> => {
+  const tagValues = async (input: unknown, current?: TagRow): Promise<Omit<TagRow, 'id' | 'created_at' | 'updated_at'>> => {
     const v = validateTag(trimInput(input, ['name', 'color'], ['slug', 'icon']));
-    let slug = v.slug === undefined ? (current ?? '') : (v.slug ?? '');
-    if (slug === current) {
+    let slug = v.slug === undefined ? (current?.slug ?? '') : (v.slug ?? '');
+    if (slug === current?.slug) {
       // Unchanged: already this tag's own.
     } else if (slug !== '') {
       const other = await store.tagBySlug(slug);
-      if (other !== undefined && other.id !== id) throw validationError([{ field: 'slug', rule: 'unique', detail: 'the slug has already been taken' }]);
+      if (other !== undefined && other.id !== current?.id) throw validationError([{ field: 'slug', rule: 'unique', detail: 'the slug has already been taken' }]);
     } else {
       const base = slugify(v.name);
       slug = base;
       for (let n = 2; ; n++) {
         const other = await store.tagBySlug(slug);
-        if (other === undefined || other.id === id) break;
+        if (other === undefined || other.id === current?.id) break;
         slug = `${base.slice(0, 55)}-${n}`;
       }
     }
-    return { name: v.name, slug, color: v.color.toLowerCase(), icon: v.icon ?? null, is_default: v.is_default === true ? 1 : 0 };
+    return {
+      name: v.name,
+      slug,
+      color: v.color.toLowerCase(),
+      icon: v.icon === undefined ? (current?.icon ?? null) : v.icon,
+      is_default: v.is_default === undefined ? (current?.is_default ?? 0) : v.is_default ? 1 : 0,
+    };
   };
 
   const checkTagIds = async (ids: unknown, field: string): Promise<number[]> => {
@@ -316,7 +323,7 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
     },
     async updateTag(id, input, who) {
       const current = found(await store.tag(id), 'tag');
-      const tag = found(await store.updateTag(id, await tagValues(input, id, current.slug), now()), 'tag');
+      const tag = found(await store.updateTag(id, await tagValues(input, current), now()), 'tag');
       await audit(who, 'tag.updated', { payload: tagAttributes(tag) });
       return tag;
     },
