@@ -18,8 +18,6 @@ export function socketPathOf(configPath: string): string {
 
 const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<T> => localRequest<T>(socket, method, `/api/v1${path}`, 'the bandwidth daemon');
 
-
-
 export async function statusCommand(socket: string, json: boolean): Promise<void> {
   const s = await call<DaemonStatus>(socket, 'GET', '/status');
   if (json) return print(JSON.stringify(s, null, 2));

@@ -52,3 +52,29 @@ test('files and directories must be absolute paths; empty ones (a feature off) a
   );
   assert.match(problems[0]?.message ?? '', /^must be an absolute path \(got "bandwidth\.lock"; relative to what\?/);
 });
+
+test('webhook destination names are unique across endpoints, generic destinations and chat_a/chat_b; each repeat is one problem naming both places', () => {
+  const problems = problemsOf({
+    webhook: {
+      endpoints: [
+        { name: 'dup', url: 'http://127.0.0.1:9/wh/dupA', type: 'generic', enabled: true },
+        { name: 'dup', url: 'http://127.0.0.1:9/wh/dupB', type: 'chat_b', enabled: true },
+        { name: 'chat_a', url: 'http://127.0.0.1:9/wh/ca', type: 'chat_a', enabled: false },
+      ],
+    },
+    notifications: {
+      chat_a: { enabled: true, webhook_url: 'http://127.0.0.1:9/chat_a' },
+      generic: [{ name: 'dup', enabled: true, url: 'http://127.0.0.1:9/g' }],
+    },
+  });
+  assert.deepEqual(
+    problems.map((p) => [p.path, p.message]),
+    [
+      ['/webhook/endpoints/1/name', '"dup" is also the name of the destination at /webhook/endpoints/0/name: webhook destination names must be unique (stored deliveries and logs go by name)'],
+      ['/webhook/endpoints/2/name', '"chat_a" is also the name of the destination at /notifications/chat_a: webhook destination names must be unique (stored deliveries and logs go by name)'],
+      ['/notifications/generic/0/name', '"dup" is also the name of the destination at /webhook/endpoints/0/name: webhook destination names must be unique (stored deliveries and logs go by name)'],
+    ],
+  );
+  // chat_b without a URL is no destination, so an endpoint may be called chat_b.
+  assert.deepEqual(problemsOf({ webhook: { endpoints: [{ name: 'chat_b', url: 'http://127.0.0.1:9/b', type: 'chat_b', enabled: true }] } }), []);
+});

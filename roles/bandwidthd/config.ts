@@ -2,8 +2,8 @@
  * The container bandwidth daemon's config (spec/3 §2.8-2.9), default /etc/bandwidth/config.yaml.
  * Besides the schema, the start-time rejections of the spec: max_open_conns other than 1, a
  * ceiling below the guaranteed rate, an exceeded speed of 0, tls_verify without a cert path,
- * non-positive durations, bad cron expressions, unknown time zones and bad webhook URLs (shown
- * redacted: they hold secrets).
+ * non-positive durations, bad cron expressions, unknown time zones, bad webhook URLs (shown
+ * redacted: they hold secrets) and two webhook destinations of one name.
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
 import { at, checkAbsolutePaths, checkPositiveDurations, checkTimerDurations, checkTimeZone, httpUrlProblem } from '../../src/core/config-checks.ts';
@@ -30,6 +30,39 @@ function checkWebhookUrl(config: unknown, path: string, problems: ConfigProblem[
   const target = webhookTarget(v);
   const why = httpUrlProblem(v) ?? ('error' in target ? target.error : undefined);
   if (why) problems.push({ path, message: `${why} (got ${JSON.stringify(redactUrl(v))})` });
+}
+
+/**
+ * Every webhook destination the config names, with where: `webhook.endpoints[]` and
+ * `notifications.generic[]` by their `name`, `notifications.chat_a`/`chat_b` (once they have a
+ * URL) as `chat_a`/`chat_b`, the names notifier.ts gives them.
+ */
+function destinationPlaces(config: unknown): { name: string; path: string }[] {
+  // The fixed names first, so a problem lands on the name that can be changed.
+  const places = ['chat_a', 'chat_b'].filter((p) => at(config, `/notifications/${p}/webhook_url`)).map((p) => ({ name: p, path: `/notifications/${p}` }));
+  for (const list of ['/webhook/endpoints', '/notifications/generic']) {
+    const items = at(config, list);
+    if (!Array.isArray(items)) continue;
+    items.forEach((_, i) => {
+      const name = at(config, `${list}/${i}/name`);
+      if (typeof name === 'string') places.push({ name, path: `${list}/${i}/name` });
+    });
+  }
+  return places;
+}
+
+/**
+ * Destination names must be unique across all kinds: stored deliveries, the retry job and the
+ * logs know a destination by its name alone, so a second one of the same name received the
+ * first one's stored payloads.
+ */
+function checkDestinationNames(config: unknown, problems: ConfigProblem[]): void {
+  const first = new Map<string, string>();
+  for (const { name, path } of destinationPlaces(config)) {
+    const other = first.get(name);
+    if (other === undefined) first.set(name, path);
+    else problems.push({ path, message: `${JSON.stringify(name)} is also the name of the destination at ${other}: webhook destination names must be unique (stored deliveries and logs go by name)` });
+  }
 }
 
 function num(config: unknown, path: string): number | undefined {
@@ -107,6 +140,7 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
         checkPositiveDurations(config, [`/notifications/generic/${i}/retry/backoff_base`], problems);
       });
     }
+    checkDestinationNames(config, problems);
   },
 };
 

@@ -10,11 +10,11 @@ import type { ContainerInfo, ContainerSource } from '../../src/lib/docker.ts';
 import { localRequest } from '../../src/lib/local-socket.ts';
 import type { InterfaceRef, InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
 import { GIB } from '../../src/lib/units.ts';
-import type { IfaceCounters } from '../../src/lib/veth.ts';
+import type { HostVeth, IfaceCounters } from '../../src/lib/veth.ts';
 import { startReceiver, type Receiver } from '../../test/integration/bandwidthd/receivers.ts';
 import { createLocalApi } from './api.ts';
 import { loadBandwidthdConfig } from './config.ts';
-import { createDaemon, displayGb, evaluateQuota, quotaBytesOf, type Daemon } from './daemon.ts';
+import { createDaemon, displayGb, evaluateQuota, JOBS, quotaBytesOf, type Daemon } from './daemon.ts';
 import { bodyFor, createNotifier, destinationsOf, type Notifier } from './notifier.ts';
 import type { EventName } from './payloads.ts';
 import { createReloader } from './reload.ts';
@@ -39,6 +39,17 @@ test('quotaBytesOf: the label in GB (GiB) wins, a bad label falls back to the de
   assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': '-1' }, 1), { bytes: GIB, bad: '-1' });
 });
 
+test('quotaBytesOf: only decimal notation is read, and a positive quota is never rounded down to none', () => {
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': ' 2.5 ' }, 1), { bytes: 2.5 * GIB });
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': '.5' }, 1), { bytes: GIB / 2 });
+  for (const bad of ['0x10', '0b1', '0o7', '1e3', '1e-12', 'Infinity', '1_000', '+1', '']) {
+    assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': bad }, 1), { bytes: GIB, bad }, bad);
+  }
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': '0.000000000001' }, 1), { bytes: 1 });
+  assert.deepEqual(quotaBytesOf({}, 1e-12), { bytes: 1 });
+  assert.deepEqual(quotaBytesOf({ 'bandwidth.daily_quota': 'x' }, 1e-12), { bytes: 1, bad: 'x' });
+});
+
 test('evaluateQuota: warning once below 100 %, exceeded at 100 %, nothing without a quota', () => {
   assert.deepEqual(evaluateQuota(90, 100, 90, false, false), { warn: true, exceed: false, pct: 90 });
   assert.deepEqual(evaluateQuota(95, 100, 90, true, false), { warn: false, exceed: false, pct: 95 });
@@ -60,6 +71,8 @@ interface Rig {
   clock: { t: number };
   containers: ContainerInfo[];
   sweeps: { n: number };
+  /** The host veth of a pid when not `veth<pid>` (shared namespaces, a reconnected network). */
+  veths: Map<number, HostVeth>;
 }
 
 /** The real notifier, for a rig whose notifications go to receivers on loopback. */
@@ -79,7 +92,7 @@ async function receiver(fallback: 200 | 'hang' = 200): Promise<Receiver> {
 const toHook = (hook: Receiver): Record<string, unknown> => ({ notifications: { batch_window: '0s', generic: [{ name: 'hook', enabled: true, url: hook.url }] } });
 const hookEvents = (hook: Receiver): string[] => hook.received.map((q) => (q.body as { event: string }).event);
 
-function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number; notifier?: (config: BandwidthdConfig, store: BandwidthdStore) => Notifier } = {}): Rig {
+function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number; notifier?: (config: BandwidthdConfig, store: BandwidthdStore) => Notifier; tc?: Partial<TrafficControl> } = {}): Rig {
   const file = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'Asia/Tokyo', scheduler: { check_interval: '1s' }, docker: { watch_events: false }, ...over }));
   const { config } = loadBandwidthdConfig(file);
@@ -90,7 +103,8 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
   const sent: EventName[] = [];
   const sweeps = { n: 0 };
   const clock = { t: opts.t ?? Date.parse('2026-03-01T03:00:00Z') };
-  const containers: ContainerInfo[] = [{ id: 'a'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 101 }];
+  const veths = new Map<number, HostVeth>();
+  const containers: ContainerInfo[] = [{ id: 'a'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 101, networkMode: 'default' }];
   const source: ContainerSource = { list: () => Promise.resolve(containers), watch: () => () => undefined, inspect: () => Promise.resolve(null), version: () => Promise.resolve('1.44') };
   const tc: TrafficControl = {
     apply: (s) => (applied.push(s), Promise.resolve({ applied: s.length, unchanged: 0, failed: [] })),
@@ -99,6 +113,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     verify: () => Promise.resolve([]),
     forget: () => undefined,
     sweepOrphanIfbs: () => (sweeps.n++, Promise.resolve(0)),
+    ...opts.tc,
   };
   const notifier: Notifier = opts.notifier?.(config, store) ?? {
     notify: (e) => void sent.push(e),
@@ -114,12 +129,12 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     tc,
     notifier,
     logger: silent,
-    hostVethOf: (pid) => Promise.resolve({ iface: `veth${pid}`, ifindex: pid }),
+    hostVethOf: (pid) => Promise.resolve(veths.get(pid) ?? { iface: `veth${pid}`, ifindex: pid }),
     readCounters: (ifaces) => Promise.resolve(new Map(ifaces.filter((i) => counters.has(i)).map((i) => [i, counters.get(i) as IfaceCounters]))),
     now: () => clock.t,
   });
   running.push(daemon);
-  return { daemon, config, store, notifier, counters, applied, removed, sent, clock, containers, sweeps };
+  return { daemon, config, store, notifier, counters, applied, removed, sent, clock, containers, sweeps, veths };
 }
 
 const KB = 1024;
@@ -203,7 +218,8 @@ test('bandwidth reset of one container by name; unknown names are an error', asy
   assert.deepEqual(await r.daemon.reset('web'), ['web']);
   assert.equal(r.daemon.status().containers[0]?.exceeded, false);
   assert.ok(r.sent.includes('reset'));
-  await assert.rejects(r.daemon.reset('nope'), /no managed container nope/);
+  await assert.rejects(r.daemon.reset('nope'), /no managed container nope$/);
+  await assert.rejects(r.daemon.reset('ed0'), /no managed container ed0 \(a name matches whole; an id prefix needs at least 4 characters\)/);
 });
 
 test('a container that goes away is container_removed; its row stays until cleanup forgets it', async () => {
@@ -231,7 +247,7 @@ test('a container recreated under its name keeps the usage of the day and its ex
   await r.daemon.cycle();
   assert.equal(r.daemon.status().containers[0]?.mode, 'exceeded');
   // docker rm -f web && docker run --name web ...: a new id, pid and veth.
-  r.containers.splice(0, 1, { id: 'b'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 202 });
+  r.containers.splice(0, 1, { id: 'b'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 202, networkMode: 'default' });
   r.counters.set('veth202', { rxBytes: 0, txBytes: 0 });
   await r.daemon.cycle();
   const now = r.daemon.status().containers.find((c) => c.id === 'b'.repeat(64));
@@ -446,4 +462,120 @@ test('a refused reload keeps the running config, and its error notification list
   writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'UTC', docker: { watch_events: false }, bandwidth: { default_rx_mbps: 20, default_tx_mbps: 20, default_ceil_mbps: 20 } }));
   await reload();
   assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 20e6);
+});
+
+test('a container in another container network namespace is not managed on its own: the shared veth is metered and shaped once', async () => {
+  const r = rig({ quota: { disconnect_on_exceeded: true } });
+  const web = r.containers[0] as ContainerInfo;
+  // docker run --network container:web: its own pid, but web's eth0 and so web's host veth.
+  r.containers.push({ id: 'c'.repeat(64), name: 'side', labels: { 'bandwidth.daily_quota': '0.0001' }, running: true, pid: 102, networkMode: `container:${web.id}` });
+  r.veths.set(102, { iface: 'veth101', ifindex: 101 });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 200 * KB }); // over side's label, well under web's
+  await r.daemon.cycle();
+  const s = r.daemon.status().containers;
+  assert.deepEqual(s.map((c) => [c.name, c.rx_day_bytes, c.mode]), [['web', 200 * KB, 'default']]);
+  assert.deepEqual(r.sent, ['container_found']);
+  assert.deepEqual(r.removed, [], 'no rule of the shared veth removed');
+  assert.deepEqual(r.applied.flat().map((a) => a.iface), ['veth101']);
+  r.containers.pop();
+  await r.daemon.cycle();
+  assert.deepEqual(r.sent, ['container_found'], 'the side container going is no event');
+});
+
+test('a daemon restart announces no container again; one removed while the daemon was down is container_removed, once', async () => {
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  const db: ContainerInfo = { id: 'd'.repeat(64), name: 'db', labels: {}, running: true, pid: 105, networkMode: 'default' };
+  const first = rig({}, { store });
+  first.containers.push(db);
+  first.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await first.daemon.start();
+  first.counters.set('veth101', { rxBytes: 0, txBytes: 300 * KB });
+  await first.daemon.cycle();
+  assert.deepEqual(first.sent, ['container_found', 'container_found']);
+  await first.daemon.stop();
+
+  // docker rm -f db while the daemon is stopped; web keeps running (and counting) on its veth.
+  const second = rig({}, { store });
+  second.counters.set('veth101', { rxBytes: 0, txBytes: 400 * KB });
+  await second.daemon.start();
+  assert.deepEqual(second.sent, ['container_removed']);
+  assert.deepEqual(second.daemon.status().containers.map((c) => [c.name, c.rx_day_bytes]), [['web', 400 * KB]], 'usage kept and counted on');
+  await second.daemon.stop();
+
+  const third = rig({}, { store });
+  await third.daemon.start();
+  assert.deepEqual(third.sent, [], 'neither web found nor db removed a second time');
+});
+
+test('a container recreated under its name while the daemon was down keeps its usage: found for the new one, removed for the old one', async () => {
+  const hook = await receiver();
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  const first = rig({}, { store });
+  first.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await first.daemon.start();
+  first.counters.set('veth101', { rxBytes: 0, txBytes: 300 * KB });
+  await first.daemon.cycle();
+  await first.daemon.stop();
+
+  const second = rig(toHook(hook), { store, notifier: realNotifier });
+  second.containers.splice(0, 1, { id: 'b'.repeat(64), name: 'web', labels: { 'bandwidth.daily_quota': '0.001' }, running: true, pid: 202, networkMode: 'default' });
+  await second.daemon.start();
+  await second.notifier.idle();
+  assert.deepEqual(hookEvents(hook), ['container_found', 'container_removed']);
+  assert.deepEqual(second.daemon.status().containers.map((c) => [c.id, c.rx_day_bytes]), [['b'.repeat(64), 300 * KB]]);
+});
+
+test('a running container given a new veth under the same pid (network disconnect and connect) is metered and shaped on the new one', async () => {
+  const r = rig({});
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 300 * KB });
+  await r.daemon.cycle();
+  // The old veth is deleted; the new one has counters of its own from the moment it was made.
+  r.counters.delete('veth101');
+  r.veths.set(101, { iface: 'veth901', ifindex: 901 });
+  r.counters.set('veth901', { rxBytes: 7 * KB, txBytes: 50 * KB });
+  await r.daemon.cycle();
+  assert.deepEqual(r.daemon.status().containers.map((c) => [c.iface, c.rx_day_bytes]), [['veth901', 300 * KB]], 'a new baseline, nothing lost');
+  assert.deepEqual(r.applied.at(-1)?.map((a) => a.iface), ['veth901']);
+  r.counters.set('veth901', { rxBytes: 7 * KB, txBytes: 150 * KB });
+  await r.daemon.cycle();
+  assert.equal(r.daemon.status().containers[0]?.rx_day_bytes, 400 * KB);
+  assert.deepEqual(r.sent, ['container_found']);
+});
+
+test('the health job counts a repair that tc failed as failed, not repaired', async () => {
+  let fail = false;
+  const r = rig(
+    {},
+    {
+      tc: {
+        verify: (shapes) => Promise.resolve(shapes.map((x) => ({ ...x, problem: 'no root qdisc' }))),
+        apply: (s) => Promise.resolve({ applied: fail ? 0 : s.length, unchanged: 0, failed: fail ? s.map((x) => ({ iface: x.iface, error: 'Cannot find device' })) : [] }),
+      },
+    },
+  );
+  await r.daemon.start();
+  assert.equal(await r.daemon.runJob('health'), 'repaired 1 of 1 interfaces');
+  fail = true;
+  assert.equal(await r.daemon.runJob('health'), 'repaired 0 of 1 interfaces, 1 failed');
+  assert.deepEqual(r.sent, ['container_found', 'tc_failed']);
+});
+
+test('jobs that will not run show next_at null: scheduler.enabled false, and after a reload that turns them off', async () => {
+  const next = (d: Daemon): Record<string, string | null | undefined> => Object.fromEntries(JOBS.map((j) => [j, d.status().jobs[j]?.next_at]));
+  const off = rig({ scheduler: { enabled: false } });
+  await off.daemon.start();
+  assert.deepEqual(next(off.daemon), { reset: '2026-03-01T15:00:00.000Z', cleanup: null, history: null, health: null, webhook_retry: null });
+
+  const on = rig({ history: { enabled: false } });
+  await on.daemon.start();
+  assert.equal(next(on.daemon)['history'], null);
+  assert.equal(typeof next(on.daemon)['health'], 'string');
+  const file = join(dir, 'scheduler-off.yaml');
+  writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'Asia/Tokyo', docker: { watch_events: false }, scheduler: { enabled: false } }));
+  await on.daemon.reconfigure(loadBandwidthdConfig(file).config);
+  assert.deepEqual(next(on.daemon), { reset: '2026-03-01T15:00:00.000Z', cleanup: null, history: null, health: null, webhook_retry: null });
 });

@@ -63,6 +63,11 @@ export interface DaemonStatus {
   last_reset_at: string;
   next_reset_at: string;
   containers: ContainerStatus[];
+  /**
+   * The notifier's counters since start (delivered, failed, dropped, and stored: deliveries that
+   * went to the outbox) with queued now, and persisted: deliveries in the outbox now ("stored for
+   * retry" in the text status).
+   */
   webhooks: ReturnType<Notifier['stats']> & { persisted: number };
   jobs: Record<string, { next_at: string | null; last_at: string | null; last_result: string | null }>;
   history: Snapshot[];
@@ -112,17 +117,27 @@ export interface Daemon {
   reconfigure(next: BandwidthdConfig): Promise<void>;
 }
 
+/** The shortest container id prefix `reset` takes (a shorter one would match too much). */
+export const MIN_ID_PREFIX = 4;
+
 const mbit = (mbps: number): number => mbps * 1_000_000;
 
-/** The quota of a container in bytes: its label (GB, GiB like the node agent) or the default; 0 = none. Pure. */
+/** GB (GiB) to whole bytes; a positive amount is at least 1 byte, never 0 = no quota. Pure. */
+const quotaBytes = (gb: number): number => (gb > 0 ? Math.max(1, Math.round(gb * GIB)) : 0);
+
+/**
+ * The quota of a container in bytes: its label (GB, GiB like the node agent; plain decimal
+ * notation only, so `0x10` or `1e3` are refused with `bad`) or the default; 0 = none. Pure.
+ */
 export function quotaBytesOf(labels: Record<string, string>, defaultGb: number): { bytes: number; bad?: string } {
   const raw = labels[QUOTA_LABEL];
   if (raw !== undefined) {
-    const gb = Number(raw.trim());
-    if (raw.trim() !== '' && Number.isFinite(gb) && gb >= 0) return { bytes: Math.round(gb * GIB) };
-    return { bytes: Math.round(defaultGb * GIB), bad: raw };
+    const text = raw.trim();
+    const gb = Number(text);
+    if (/^\d*\.?\d+$/.test(text) && Number.isFinite(gb)) return { bytes: quotaBytes(gb) };
+    return { bytes: quotaBytes(defaultGb), bad: raw };
   }
-  return { bytes: Math.round(defaultGb * GIB) };
+  return { bytes: quotaBytes(defaultGb) };
 }
 
 /** A quota in GB for messages and the API: bytes / GiB without the float noise of the division, to 3 decimals (about 1 MiB). Pure. */
@@ -150,8 +165,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
   let warnPct = warnPctOf(config);
   const managed = new Map<string, Managed>();
   /**
-   * Containers once managed that still exist but are not managed now (stopped, or running without
-   * a host veth): their removal is still container_removed, their return no container_found.
+   * Containers once managed (by this run, or by an earlier one as the store says) that are not
+   * managed now: their removal is still container_removed, their return no container_found.
    */
   const parked = new Map<string, { name: string; iface: string | null }>();
   let parkedFromStore = false;
@@ -195,7 +210,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
 
   const wantedMode = (m: Managed): Mode => (m.row.exceeded ? (config.quota.disconnect_on_exceeded ? 'none' : 'exceeded') : 'default');
 
-  async function enforce(force = false): Promise<void> {
+  /** Brings every managed interface to its wanted rules (all of them with `force`); returns the interfaces tc failed on. */
+  async function enforce(force = false): Promise<Set<string>> {
     const apply: InterfaceShape[] = [];
     const remove: Managed[] = [];
     for (const m of managed.values()) {
@@ -230,6 +246,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         m.tcFailed = false;
       }
     }
+    return failedIfaces;
   }
 
   async function discover(): Promise<void> {
@@ -252,18 +269,22 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     const t = now();
     const known = new Map(list.map((c) => [c.id, c]));
     if (!parkedFromStore) {
-      // Stopped containers that an earlier run managed: their removal is news as well.
+      // What an earlier run managed is no news at this start: a container still there is managed
+      // again without container_found, one gone while the daemon was down is container_removed
+      // below. A row without interface is one whose removal was already announced.
       parkedFromStore = true;
-      for (const c of list) {
-        const row = c.running ? undefined : store.container(c.id);
-        if (row) parked.set(c.id, { name: c.name, iface: row.iface });
-      }
+      for (const r of store.containers()) if (r.iface !== null) parked.set(r.id, { name: r.name, iface: r.iface });
     }
+    // A veth can go while the pid stays (`docker network disconnect` + `connect` gives the
+    // container a new one): a cached veth is trusted only while its interface exists.
+    const live = await deps.readCounters([...vethCache.values()].flatMap((v) => (v.veth ? [v.veth.iface] : [])));
     const seen = new Set<string>();
     for (const c of list) {
-      if (!c.running || c.pid <= 0) continue;
+      // A container in another's network namespace (`--network container:X`) has X's veth: its
+      // traffic is X's, metered, quota-checked and shaped once, as X's.
+      if (!c.running || c.pid <= 0 || c.networkMode.startsWith('container:')) continue;
       let cached = vethCache.get(c.id);
-      if (!cached || cached.pid !== c.pid || cached.veth === null) {
+      if (!cached || cached.pid !== c.pid || cached.veth === null || !live.has(cached.veth.iface)) {
         cached = { pid: c.pid, veth: await deps.hostVethOf(c.pid).catch(() => null) };
         vethCache.set(c.id, cached);
       }
@@ -277,7 +298,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         old.name = c.name;
         continue;
       }
-      if (quota.bad !== undefined) log.warn({ container: c.name, value: quota.bad }, `label ${QUOTA_LABEL} is not a number of GB at or above 0; the default quota applies`);
+      if (quota.bad !== undefined) log.warn({ container: c.name, value: quota.bad }, `label ${QUOTA_LABEL} is not a decimal number of GB at or above 0; the default quota applies`);
       if (old) tc.forget(old.iface);
       const prev = store.container(c.id);
       let row: ContainerRow;
@@ -300,6 +321,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         const back = parked.delete(c.id);
         log.info({ container: c.name, id: c.id.slice(0, 12), iface: veth.iface, quota_bytes: quota.bytes }, back ? 'container managed again' : 'container found');
         if (!back) notifier.notify('container_found', `${c.name} is managed on ${veth.iface}`, { container: c.name, interface: veth.iface, quota_gb: displayGb(quota.bytes) });
+      } else {
+        log.info({ container: c.name, iface: veth.iface, was: old.iface }, 'container has a new host veth; its counters start from a new baseline');
       }
     }
     for (const [id, m] of managed) {
@@ -314,18 +337,21 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         parked.set(id, { name: m.name, iface: m.iface });
         log.info({ container: m.name }, `container ${still.running ? 'lost its host veth' : 'stopped'}; managed again once it runs with one`);
       } else {
-        removed(m.name, m.iface);
+        removed(id, m.name, m.iface);
       }
     }
     for (const [id, p] of parked) {
       if (known.has(id)) continue;
       parked.delete(id);
-      removed(p.name, p.iface);
+      removed(id, p.name, p.iface);
     }
     for (const id of vethCache.keys()) if (!seen.has(id) && !managed.has(id)) vethCache.delete(id);
   }
 
-  function removed(name: string, iface: string | null): void {
+  /** Announces a removal once: the row keeps its usage (a successor of the name takes it over) but loses its interface. */
+  function removed(id: string, name: string, iface: string | null): void {
+    const row = store.container(id);
+    if (row) store.upsert({ ...row, iface: null });
     log.info({ container: name }, 'container removed');
     notifier.notify('container_removed', `${name} was removed`, { container: name, interface: iface });
   }
@@ -468,8 +494,10 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       const m = [...managed.values()].find((x) => x.iface === p.iface);
       if (m) m.mode = null;
     }
-    if (problems.length > 0) await enforce();
-    return problems.length === 0 ? `all ${wanted.length} interfaces as applied` : `repaired ${problems.length} of ${wanted.length} interfaces`;
+    if (problems.length === 0) return `all ${wanted.length} interfaces as applied`;
+    const failedIfaces = await enforce();
+    const failed = problems.filter((p) => failedIfaces.has(p.iface)).length;
+    return `repaired ${problems.length - failed} of ${wanted.length} interfaces${failed > 0 ? `, ${failed} failed` : ''}`;
   }
 
   async function webhookRetry(): Promise<string> {
@@ -500,11 +528,24 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     return JOBS.filter((j) => (j === 'cleanup' ? config.cleanup.enabled : j === 'history' ? config.history.enabled : true));
   }
 
+  /** Sets a job's next run; null: it will not run (disabled). */
+  function setNext(job: JobName, at: number | null): void {
+    if (at === null) nextAt.delete(job);
+    else nextAt.set(job, at);
+    jobState[job] = { next_at: at === null ? null : new Date(at).toISOString(), last_at: jobState[job]?.last_at ?? null, last_result: jobState[job]?.last_result ?? null };
+  }
+
   function planNext(job: JobName, from: number): void {
-    const expr = jobCron[job];
-    const at = nextCronTime(expr, tz, new Date(from)).getTime();
-    nextAt.set(job, at);
-    jobState[job] = { next_at: new Date(at).toISOString(), last_at: jobState[job]?.last_at ?? null, last_result: jobState[job]?.last_result ?? null };
+    setNext(job, nextCronTime(jobCron[job], tz, new Date(from)).getTime());
+  }
+
+  /** At start and on reconfigure: every job planned from `from`, and a disabled one shown with next_at null. */
+  function planJobs(from: number): void {
+    const on = enabledJobs();
+    for (const job of JOBS) {
+      if (on.includes(job)) planNext(job, from);
+      else setNext(job, null);
+    }
   }
 
   function tick(): void {
@@ -559,7 +600,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
 
   function find(key: string): Managed[] {
     const k = key.toLowerCase();
-    return [...managed.values()].filter((m) => m.id === k || m.name === key || (k.length >= 4 && m.id.startsWith(k)));
+    return [...managed.values()].filter((m) => m.id === k || m.name === key || (k.length >= MIN_ID_PREFIX && m.id.startsWith(k)));
   }
 
   return {
@@ -573,7 +614,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         resetRows(null);
         store.setMeta('last_reset', String(t));
       }
-      for (const job of enabledJobs()) planNext(job, t);
+      planJobs(t);
       await sweepIfbs();
       // A failing first cycle (no counters, say) is logged; the timers below keep trying.
       await serial(cycleNow).catch((err: unknown) => log.error(`first cycle failed: ${errorMessage(err)}`));
@@ -625,7 +666,10 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         let targets: Managed[] | null = null;
         if (container !== undefined) {
           targets = find(container);
-          if (targets.length === 0) throw Object.assign(new Error(`no managed container ${container}`), { code: 'ERR_NOT_FOUND', status: 404 });
+          if (targets.length === 0) {
+            const hint = container.length < MIN_ID_PREFIX ? ` (a name matches whole; an id prefix needs at least ${MIN_ID_PREFIX} characters)` : '';
+            throw Object.assign(new Error(`no managed container ${container}${hint}`), { code: 'ERR_NOT_FOUND', status: 404 });
+          }
         }
         const names = resetRows(targets);
         await enforce();
@@ -642,8 +686,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         tz = next.timezone;
         warnPct = warnPctOf(next);
         jobCron = cronOf(next);
-        nextAt.clear();
-        for (const job of enabledJobs()) planNext(job, now());
+        planJobs(now());
         while (ring.length > next.status.history_size) ring.shift();
         if (!stopped) startTimers();
         await discover();

@@ -2,6 +2,7 @@ import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, subcommand } from '../../src/core/cli.ts';
 import { loadBandwidthdConfig, DEFAULT_CONFIG_PATH } from './config.ts';
 import { jobCommand, resetCommand, socketPathOf, statusCommand, webhookTestCommand } from './cli.ts';
+import { MIN_ID_PREFIX } from './daemon.ts';
 
 /** `bandwidth` / `hostkit bandwidthd`: the container bandwidth daemon of spec/3 §2.8-2.9. */
 export const bandwidthdRole: RoleDefinition = {
@@ -23,7 +24,7 @@ export const bandwidthdRole: RoleDefinition = {
       .option('-c, --config <file>', 'config file', DEFAULT_CONFIG_PATH)
       .option('--json', 'print JSON')
       .action((opts: { config: string; json?: boolean }) => statusCommand(socketPathOf(opts.config), opts.json === true));
-    subcommand(cmd, 'reset [container]', 'reset the daily counters of one container (id, id prefix or name) or of all')
+    subcommand(cmd, 'reset [container]', `reset the daily counters of one container (name, id, or id prefix of at least ${MIN_ID_PREFIX} characters) or of all`)
       .option('-c, --config <file>', 'config file', DEFAULT_CONFIG_PATH)
       .action((container: string | undefined, opts: { config: string }) => resetCommand(socketPathOf(opts.config), container));
     subcommand(cmd, 'cleanup', 'run the cleanup job now (stale containers, orphan tc devices, compaction)')

@@ -12,6 +12,7 @@
 import type { Logger } from 'pino';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
+import { expandEnv } from '../../src/core/config-loader.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { requestText } from '../../src/lib/http-request.ts';
 import { durationMs } from '../../src/lib/units.ts';
@@ -120,10 +121,29 @@ export function bodyFor(dest: Destination, notices: Notice[]): string {
 }
 
 /**
+ * The variables of `${VAR}` references left in the destination's URL and headers: the loader
+ * leaves a reference to an unset variable literal (spec/3 §2.9). Found by the loader's own
+ * expansion, with an environment that records every name asked for and knows none. Pure.
+ */
+function unsetVariables(dest: Destination): string[] {
+  const names = new Set<string>();
+  const none = new Proxy({}, { get: (_, name) => void names.add(String(name)) }) as NodeJS.ProcessEnv;
+  for (const text of [dest.url, ...Object.values(dest.headers)]) expandEnv(text, none);
+  return [...names];
+}
+
+/**
  * One HTTP attempt, past no gate (the notifier's workers send through theirs; `webhook test` is
  * one request per destination); never throws. Userinfo in the URL becomes basic authentication.
+ * A destination with an unset variable fails without a request, for good (§2.9: unknown variables
+ * make delivery fail), rather than sending the literal reference as its secret.
  */
 export async function sendOnce(dest: Destination, body: string, timeoutMs: number = REQUEST_TIMEOUT_MS): Promise<SendResult> {
+  const unset = unsetVariables(dest);
+  if (unset.length > 0) {
+    const refs = unset.map((v) => `\${${v}}`).join(', ');
+    return { ok: false, permanent: true, error: `environment variable${unset.length === 1 ? ` ${unset[0]} is` : `s ${unset.join(', ')} are`} not set: ${refs} would be sent literally in the URL or headers` };
+  }
   const target = webhookTarget(dest.url);
   if ('error' in target) return { ok: false, permanent: true, error: target.error };
   const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': `bandwidth-daemon/${SERVICE_VERSION}`, ...dest.headers };

@@ -1,9 +1,11 @@
 /**
  * SIGHUP for `bandwidth serve`: re-reads the config file. A file with problems is refused (logged,
  * and an `error` notification listing every problem) while the running config keeps serving; a
- * good one is applied to the engine at once, except the sections held by open resources, which
- * keep their running values until a restart.
+ * good one is applied to the engine at once, except the settings held by open resources, which
+ * keep their running values until a restart. Warnings (unknown keys, unset variables) are logged
+ * as at start.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { Logger } from 'pino';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
@@ -11,24 +13,48 @@ import { loadBandwidthdConfig } from './config.ts';
 import type { Daemon } from './daemon.ts';
 import type { Notifier } from './notifier.ts';
 
-/** Sections held by open resources (lock, socket, store, engine client, logger, notifier). */
-const RESTART_KEYS = ['general', 'logging', 'database', 'docker', 'webhook', 'notifications'] as const;
+/**
+ * Sections held by open resources (lock, socket, store, engine client, logger, notifier), each with
+ * the keys of it that apply at once all the same: the engine loop's timing, and the quota warning
+ * threshold, which sits among the notifications but is a quota value the daemon reads per poll.
+ */
+const RESTART_ONLY = {
+  general: [],
+  logging: [],
+  database: [],
+  docker: ['discovery_interval', 'watch_events'],
+  webhook: [],
+  notifications: ['warning_threshold'],
+} as const satisfies Partial<Record<keyof BandwidthdConfig, readonly string[]>>;
 
-function pick(c: BandwidthdConfig, keys: readonly (typeof RESTART_KEYS)[number][]): Partial<BandwidthdConfig> {
-  return Object.fromEntries(keys.map((k) => [k, c[k]])) as Partial<BandwidthdConfig>;
+type Section = keyof typeof RESTART_ONLY;
+const SECTIONS = Object.keys(RESTART_ONLY) as Section[];
+
+const fields = (c: BandwidthdConfig, s: Section): Record<string, unknown> => c[s] as Record<string, unknown>;
+const appliesAtOnce = (s: Section, key: string): boolean => (RESTART_ONLY[s] as readonly string[]).includes(key);
+
+/** The restart-only settings that differ between two configs, as `section.key` (`notifications.chat_a`). Pure. */
+export function restartOnly(a: BandwidthdConfig, b: BandwidthdConfig): string[] {
+  return SECTIONS.flatMap((s) => {
+    const keys = new Set([...Object.keys(fields(a, s)), ...Object.keys(fields(b, s))]);
+    return [...keys].filter((k) => !appliesAtOnce(s, k) && !isDeepStrictEqual(fields(a, s)[k], fields(b, s)[k])).map((k) => `${s}.${k}`);
+  });
 }
 
-/** The restart-only sections that differ between two configs. Pure. */
-export function restartOnly(a: BandwidthdConfig, b: BandwidthdConfig): string[] {
-  // docker.discovery_interval and watch_events are the engine loop's, applied on reload.
-  const norm = (c: BandwidthdConfig, k: (typeof RESTART_KEYS)[number]): string =>
-    JSON.stringify(k === 'docker' ? { ...c.docker, discovery_interval: '', watch_events: false } : c[k]);
-  return RESTART_KEYS.filter((k) => norm(a, k) !== norm(b, k));
+/** What a reload applies: `next`, with the running values of the restart-only settings. Pure. */
+function reloadedConfig(running: BandwidthdConfig, next: BandwidthdConfig): BandwidthdConfig {
+  const out: Record<string, unknown> = { ...next };
+  for (const s of SECTIONS) {
+    const kept = Object.entries(fields(running, s)).filter(([k]) => !appliesAtOnce(s, k));
+    const applied = Object.entries(fields(next, s)).filter(([k]) => appliesAtOnce(s, k));
+    out[s] = Object.fromEntries([...kept, ...applied]);
+  }
+  return out as unknown as BandwidthdConfig;
 }
 
 export interface ReloadDeps {
   configPath: string;
-  /** The config the process started with: the restart-only sections keep its values. */
+  /** The config the process started with: the restart-only settings keep its values. */
   running: BandwidthdConfig;
   daemon: Pick<Daemon, 'reconfigure'>;
   notifier: Pick<Notifier, 'notify'>;
@@ -41,9 +67,11 @@ export function createReloader(deps: ReloadDeps): () => Promise<void> {
   return async () => {
     let next: BandwidthdConfig;
     try {
-      next = loadBandwidthdConfig(configPath).config;
+      const loaded = loadBandwidthdConfig(configPath);
+      next = loaded.config;
+      for (const w of loaded.warnings) logger.warn(`${configPath}: ${w}`);
     } catch (err) {
-      // The whole message: a ConfigError lists every problem (webhook URLs in it are redacted).
+      // The whole message: a ConfigError lists every problem and warning (webhook URLs in it are redacted).
       const why = errorMessage(err);
       logger.error(`config reload refused, the running config stays: ${why}`);
       notifier.notify('error', `config reload refused, the running config stays: ${why}`, { file: configPath });
@@ -52,11 +80,7 @@ export function createReloader(deps: ReloadDeps): () => Promise<void> {
     try {
       const kept = restartOnly(running, next);
       if (kept.length > 0) logger.warn({ keys: kept }, 'these settings change only with a restart; the running values stay');
-      await daemon.reconfigure({
-        ...next,
-        ...pick(running, RESTART_KEYS),
-        docker: { ...running.docker, discovery_interval: next.docker.discovery_interval, watch_events: next.docker.watch_events },
-      });
+      await daemon.reconfigure(reloadedConfig(running, next));
       logger.info('config reloaded and rules re-applied');
       notifier.notify('config_updated', 'configuration reloaded and rules re-applied', { file: configPath, ...(kept.length > 0 ? { needs_restart: kept.join(', ') } : {}) });
     } catch (err) {

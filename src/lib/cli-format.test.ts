@@ -21,3 +21,20 @@ test('the CLI socket: from the config file (also one with a mistake elsewhere), 
   writeFileSync(named, 'api:\n  port: 8480\n');
   assert.equal(socketPathFromConfig(named, join(dir, 'default.yaml'), fallback), fallback, 'no socket_path in a good file: the default socket');
 });
+
+test('the CLI socket: an empty or unusable general.socket_path is named, not replaced by the default socket', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-cli-socket-'));
+  const file = join(dir, 'config.yaml');
+  const fallback = '/run/default.sock';
+  for (const [yaml, what] of [
+    ["general:\n  socket_path: ''\n", 'general.socket_path is empty'],
+    ['general:\n  socket_path:\n', 'general.socket_path is empty'],
+    ['general:\n  socket_path: 5\n', 'general.socket_path is not a path'],
+    ['general: none\n', 'general is not a section'],
+  ] as const) {
+    writeFileSync(file, yaml);
+    assert.throws(() => socketPathFromConfig(file, join(dir, 'default.yaml'), fallback), { message: `${what} in ${file}: set general.socket_path to the daemon's socket, or leave it out for the default ${fallback}` }, yaml);
+  }
+  writeFileSync(file, 'general:\n  log_level: x\n');
+  assert.equal(socketPathFromConfig(file, join(dir, 'default.yaml'), fallback), fallback, 'a general section without socket_path: the default');
+});

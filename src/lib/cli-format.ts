@@ -3,7 +3,7 @@
  * half broken, and printing tables, byte counts and rates for people.
  */
 import { readFileSync } from 'node:fs';
-import { parseDocument } from 'yaml';
+import { isMap, parseDocument } from 'yaml';
 import { AppError } from '../core/app-error.ts';
 import { GIB, KIB, MIB } from './units.ts';
 
@@ -31,6 +31,11 @@ export function socketPathFromConfig(configPath: string, defaultConfigPath: stri
   if (doc.errors.length > 0) {
     throw new AppError('ERR_CONFIG', `${configPath} does not parse (${doc.errors[0]?.message.split('\n')[0] ?? 'YAML error'}), so its general.socket_path is unknown: fix it (check lists the problems)`);
   }
+  // Written but unusable (empty, a number, a `general` that is no section): asking the default
+  // socket instead would answer for another daemon or not at all.
+  const general = doc.get('general');
+  const unusable = general !== undefined && general !== null && !isMap(general) ? 'general is not a section' : doc.hasIn(['general', 'socket_path']) ? `general.socket_path is ${socket === '' || socket === null ? 'empty' : 'not a path'}` : undefined;
+  if (unusable !== undefined) throw new AppError('ERR_CONFIG', `${unusable} in ${configPath}: set general.socket_path to the daemon's socket, or leave it out for the default ${fallback}`);
   return fallback;
 }
 

@@ -24,6 +24,11 @@ export interface ContainerInfo {
   running: boolean;
   /** Host PID of the container's init process; 0 when not running. */
   pid: number;
+  /**
+   * The engine's HostConfig.NetworkMode: `default`, `bridge`, `host`, `none`, a network name, or
+   * `container:<id>` when the container joins another container's network namespace.
+   */
+  networkMode: string;
 }
 
 export type ContainerAction = 'start' | 'die' | 'destroy' | 'rename';
@@ -41,7 +46,7 @@ export interface ListOptions {
    * containers are inspected (the list endpoint does not carry the PID), so a filter such as
    * `(c) => serverUuidOf(c) !== null` saves one request per unrelated container.
    */
-  where?: (c: Pick<ContainerInfo, 'id' | 'name' | 'labels' | 'running'>) => boolean;
+  where?: (c: Omit<ContainerInfo, 'pid'>) => boolean;
 }
 
 export interface ContainerSource {
@@ -149,12 +154,14 @@ interface EngineContainer {
   Names: string[];
   Labels?: Record<string, string> | null;
   State?: string;
+  HostConfig?: { NetworkMode?: string };
 }
 interface EngineInspect {
   Id: string;
   Name: string;
   Config?: { Labels?: Record<string, string> | null };
   State?: { Running?: boolean; Pid?: number };
+  HostConfig?: { NetworkMode?: string };
 }
 
 /** An HTTP error answer of the engine (its JSON `message` when it sent one). */
@@ -355,6 +362,7 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
       labels: { ...(d.Config?.Labels ?? {}) },
       running,
       pid: running ? (d.State?.Pid ?? 0) : 0,
+      networkMode: d.HostConfig?.NetworkMode ?? 'default',
     };
   }
 
@@ -376,6 +384,7 @@ export function createContainerSource(opts: ContainerSourceOptions): ContainerSo
         name: (r.Names.find((n) => n.lastIndexOf('/') === 0) ?? r.Names[0] ?? '').replace(/^\//, ''),
         labels: { ...(r.Labels ?? {}) },
         running: r.State === 'running',
+        networkMode: r.HostConfig?.NetworkMode ?? 'default',
       }))
       .filter((r) => lopts.where?.(r) ?? true);
     const out: (ContainerInfo | null)[] = new Array(picked.length).fill(null);

@@ -232,3 +232,22 @@ describe('maintenance', () => {
     }
   });
 });
+
+describe('a database file that cannot be opened', () => {
+  const open = (file: string): Database => openDatabase({ path: file, migrations: [{ version: 1, name: 'initial', up: 'CREATE TABLE t (x INTEGER)' }] });
+
+  it('is named with what is wrong: not SQLite, a directory, or under a regular file', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hk-sqlite-open-'));
+    try {
+      const text = path.join(dir, 'notes.txt');
+      fs.writeFileSync(text, 'not a database at all, just text long enough to be read as a header\n'.repeat(20));
+      assert.throws(() => open(text), { message: `the database ${text} is not a SQLite database (file is not a database): name the database file, or a new path where one is created` });
+      for (const under of [path.join(text, 'x.db'), path.join(text, 'sub', 'x.db')]) {
+        assert.throws(() => open(under), { message: `the database ${under} cannot be created: ${text} is a file, not a directory` });
+      }
+      assert.throws(() => open(dir), { message: `the database ${dir} is a directory: name the database file (for example ${path.join(dir, 'data.db')})` });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -8,8 +8,10 @@
  * `sqlite3`) may read at the same time in WAL mode, and wait up to the busy timeout for the lock
  * otherwise.
  */
+import { statSync } from 'node:fs';
 import * as path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
+import { errorMessage } from '../core/app-error.ts';
 import { makeDirs } from './make-dirs.ts';
 
 export type JournalMode = 'WAL' | 'DELETE' | 'TRUNCATE' | 'MEMORY' | 'OFF';
@@ -102,6 +104,38 @@ export function validateMigrations(migrations: readonly Migration[]): void {
  * invalid, when auto_migrate is false and some are pending, or when the database was written by a
  * newer version of the program.
  */
+/** SQLite's result code for a file that is not a database. */
+const SQLITE_NOTADB = 26;
+
+const kindOf = (p: string): 'dir' | 'file' | undefined => {
+  try {
+    return statSync(p).isDirectory() ? 'dir' : 'file';
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * SQLite's own words for a file it cannot open ("file is not a database", "unable to open
+ * database file") name no file: the error says which one and what is wrong with it. An error
+ * that names the file already (a refused migration) stays as it is.
+ */
+function openError(file: string, err: unknown): unknown {
+  const why = errorMessage(err);
+  if (file === ':memory:' || why.includes(file)) return err;
+  let problem = `cannot be opened: ${why}`;
+  if ((err as { errcode?: unknown }).errcode === SQLITE_NOTADB) problem = `is not a SQLite database (${why}): name the database file, or a new path where one is created`;
+  else if (kindOf(file) === 'dir') problem = `is a directory: name the database file (for example ${path.join(file, 'data.db')})`;
+  else {
+    for (let d = path.dirname(path.resolve(file)); d !== path.dirname(d); d = path.dirname(d)) {
+      const kind = kindOf(d);
+      if (kind === 'file') problem = `cannot be created: ${d} is a file, not a directory`;
+      if (kind !== undefined) break;
+    }
+  }
+  return new Error(`the database ${file} ${problem}`, { cause: err });
+}
+
 export function openDatabase(opts: OpenDatabaseOptions): Database {
   const journal = opts.journal_mode ?? 'WAL';
   const sync = opts.synchronous ?? 'NORMAL';
@@ -114,8 +148,13 @@ export function openDatabase(opts: OpenDatabaseOptions): Database {
   if (!Number.isSafeInteger(busyMs) || busyMs < 0) throw new Error(`busy timeout must be a non-negative integer, got ${busyMs}`);
   validateMigrations(opts.migrations);
 
-  if (opts.path !== ':memory:') makeDirs(path.dirname(path.resolve(opts.path)), 0o750);
-  const db = new DatabaseSync(opts.path);
+  let db: DatabaseSync;
+  try {
+    if (opts.path !== ':memory:') makeDirs(path.dirname(path.resolve(opts.path)), 0o750);
+    db = new DatabaseSync(opts.path);
+  } catch (err) {
+    throw openError(opts.path, err);
+  }
   try {
     db.exec(`PRAGMA busy_timeout = ${busyMs}`);
     db.exec('PRAGMA foreign_keys = ON');
@@ -127,7 +166,7 @@ export function openDatabase(opts: OpenDatabaseOptions): Database {
     return createHandle(db, mode, applied);
   } catch (err) {
     db.close();
-    throw err;
+    throw openError(opts.path, err);
   }
 }
 

@@ -43,23 +43,31 @@ async function readInt(path: string): Promise<number | undefined> {
   }
 }
 
+/** Docker's names for a container's interfaces, one per network: eth0, eth1, ... */
+const ETH = /^eth(\d+)$/;
+
 /**
- * The container's eth0: its own ifindex and its `iflink` (the peer's ifindex), as seen from the
+ * The container's first ethN (eth0, or the lowest left after `docker network disconnect` +
+ * `connect` made it eth1): its own ifindex and its `iflink` (the peer's ifindex), as seen from the
  * container. sysfs inside the container is mounted in its network namespace, so reading it through
  * /proc/<pid>/root needs no process; containers without their own sysfs fall back to `ip` run in
- * the container's namespace, whose `N: eth0@ifM` line says the same.
+ * the container's namespace, whose `N: eth0@ifM` lines say the same.
  */
-async function containerEth0(pid: number): Promise<{ ifindex: number; iflink: number } | undefined> {
-  const base = `/proc/${pid}/root/sys/class/net/eth0`;
-  const [ifindex, iflink] = await Promise.all([readInt(`${base}/ifindex`), readInt(`${base}/iflink`)]);
-  if (ifindex !== undefined && iflink !== undefined) return { ifindex, iflink };
+async function containerEth(pid: number): Promise<{ ifindex: number; iflink: number } | undefined> {
+  const dir = `/proc/${pid}/root/sys/class/net`;
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const eths = names.filter((n) => ETH.test(n)).sort((x, y) => Number(ETH.exec(x)?.[1]) - Number(ETH.exec(y)?.[1]));
+  for (const name of eths) {
+    const [ifindex, iflink] = await Promise.all([readInt(`${dir}/${name}/ifindex`), readInt(`${dir}/${name}/iflink`)]);
+    if (ifindex !== undefined && iflink !== undefined) return { ifindex, iflink };
+  }
   try {
-    const { stdout } = await execFileP('nsenter', ['-t', String(pid), '-n', 'ip', '-o', 'link', 'show', 'eth0'], {
+    const { stdout } = await execFileP('nsenter', ['-t', String(pid), '-n', 'ip', '-o', 'link', 'show'], {
       timeout: 5000,
     });
-    const m = /^(\d+):\s+eth0@if(\d+)\b/m.exec(stdout);
-    if (m?.[1] === undefined || m[2] === undefined) return undefined;
-    return { ifindex: Number(m[1]), iflink: Number(m[2]) };
+    const links = [...stdout.matchAll(/^(\d+):\s+eth(\d+)@if(\d+)\b/gm)].sort((x, y) => Number(x[2]) - Number(y[2]));
+    const first = links[0];
+    return first === undefined ? undefined : { ifindex: Number(first[1]), iflink: Number(first[3]) };
   } catch {
     return undefined;
   }
@@ -80,29 +88,29 @@ async function sharesHostNetns(pid: number): Promise<boolean> {
 
 /**
  * Runs when the agent (re)discovers a running container (its init `pid` from the engine).
- * Returns the host interface paired with the container's eth0, or null when the process is gone,
- * the container has no eth0 (`--network none`), its eth0 is not a veth (macvlan, ipvlan), or it
- * shares the host's network namespace.
+ * Returns the host interface paired with the container's first ethN (eth0 as a rule), or null
+ * when the process is gone, the container has none (`--network none`), it is not a veth (macvlan,
+ * ipvlan), or the container shares the host's network namespace.
  * The ifindex -> name map of the host is cached and rebuilt once on a miss or a stale entry.
  */
 export async function hostVethOf(pid: number): Promise<HostVeth | null> {
   if (!Number.isSafeInteger(pid) || pid <= 0) return null;
   if (await sharesHostNetns(pid)) return null;
-  const eth0 = await containerEth0(pid);
-  if (eth0 === undefined) return null;
+  const eth = await containerEth(pid);
+  if (eth === undefined) return null;
   for (let attempt = 0; attempt < 2; attempt++) {
     if (hostIndex === undefined || attempt > 0) hostIndex = await readHostIndex();
-    const iface = hostIndex.get(eth0.iflink);
+    const iface = hostIndex.get(eth.iflink);
     if (iface === undefined) continue;
     // A cached name is trusted only while it still has that ifindex (indexes get reused), and
-    // only if it points back at the container's eth0: a macvlan/ipvlan eth0's iflink names its
+    // only if it points back at the container's interface: a macvlan/ipvlan eth0's iflink names its
     // host parent (the uplink), which must never be mistaken for the container's own interface.
     const [idx, back] = await Promise.all([
       readInt(`/sys/class/net/${iface}/ifindex`),
       readInt(`/sys/class/net/${iface}/iflink`),
     ]);
-    if (idx !== eth0.iflink) continue;
-    return back === eth0.ifindex ? { iface, ifindex: idx } : null;
+    if (idx !== eth.iflink) continue;
+    return back === eth.ifindex ? { iface, ifindex: idx } : null;
   }
   return null;
 }

@@ -3,13 +3,15 @@
  * with a host veth gets the default rate in both directions (measured), a container whose
  * `bandwidth.daily_quota` label is crossed is measured at the exceeded speed, `bandwidth reset`
  * restores it, the health job repairs a rule someone deleted, and after a restart with
- * `disconnect_on_exceeded` an exceeded container loses its rules; a stop is no removal, a
- * `docker rm` is. Webhooks go to a receiver on loopback.
+ * `disconnect_on_exceeded` an exceeded container loses its rules; a restart finds no container
+ * again and reports one removed meanwhile; a stop is no removal, a `docker rm` is; a container in
+ * another's network namespace is not managed on its own; a network reconnect leaves no entry on
+ * the deleted veth. Webhooks go to a receiver on loopback.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
@@ -115,6 +117,21 @@ test('every running container with a host veth is managed, with HTB on its veth'
   await until('container_found x3', () => (events().filter((e) => e.startsWith('container_found')).length === 3 ? true : undefined));
 });
 
+test('a container in another container network namespace is not managed on its own; the owner keeps its rules', async () => {
+  // Its label would exceed at once: were it managed on bwd-plain's veth, bwd-plain would lose its rules.
+  const side = await docker!.runContainer({ name: 'bwd-side', labels: { 'bandwidth.daily_quota': '0.000001' }, network: `container:${plain.id}` });
+  await new Promise((r) => setTimeout(r, 3000)); // discovery runs every second and on the start event
+  const s = await status();
+  assert.deepEqual(s.containers.map((c) => c.name).sort(), ['bwd-cut', 'bwd-plain', 'bwd-quota']);
+  assert.ok(!events().includes('container_found:bwd-side'));
+  const iface = s.containers.find((c) => c.name === 'bwd-plain')?.iface as string;
+  assert.match(qdiscs(iface), /htb/);
+  await docker!.cli(['rm', '-f', side.id]);
+  await new Promise((r) => setTimeout(r, 2000));
+  assert.match(qdiscs(iface), /htb/);
+  assert.ok(!events().includes('container_removed:bwd-side'));
+});
+
 test('the default 10 Mbit/s holds within 10% in both directions', async () => {
   const down = await measureDown(plain, SINK);
   assert.ok(near(down, 10), `down ${down.toFixed(2)} Mbit/s`);
@@ -151,12 +168,17 @@ test('the health job repairs a rule someone removed', async () => {
   assert.match((await bw('run-job', 'health')).stdout, /all 3 interfaces as applied/);
 });
 
-test('after a restart with disconnect_on_exceeded an exceeded container runs without rules', async () => {
+test('after a restart nothing is found again, a container removed meanwhile is container_removed, and with disconnect_on_exceeded an exceeded container runs without rules', async () => {
+  const downtime = await docker!.runContainer({ name: 'bwd-downtime', network: 'hk-bwd', cmd: sinkCommand(SINK) });
+  await until('container_found for bwd-downtime', () => (events().includes('container_found:bwd-downtime') ? true : undefined));
+  const found = events().filter((e) => e.startsWith('container_found')).length;
   assert.equal(await daemon.stop(), 0);
+  await docker!.cli(['rm', '-f', downtime.id]);
   writeConfig({ disconnect_on_exceeded: true });
   daemon = startHostkit(['bandwidthd', 'serve', '--config', configFile]);
   await daemon.waitFor(/bandwidth daemon running/, 30_000);
   await until('three containers again', async () => ((await status()).containers.length === 3 ? true : undefined));
+  await until('container_removed for bwd-downtime', () => (events().includes('container_removed:bwd-downtime') ? true : undefined));
   await push(cut, SINK, 12 * MB);
   const over = await until('exceeded', async () => (await status()).containers.find((c) => c.name === 'bwd-cut' && c.exceeded && c.mode === 'none'));
   await until('rules removed', () => (qdiscs(over.iface).includes('htb') ? undefined : true), 10_000);
@@ -165,6 +187,7 @@ test('after a restart with disconnect_on_exceeded an exceeded container runs wit
   // The others keep their default rules.
   const iface = (await status()).containers.find((c) => c.name === 'bwd-plain')?.iface as string;
   assert.match(qdiscs(iface), /htb/);
+  assert.equal(events().filter((e) => e.startsWith('container_found')).length, found, 'the restart found no container again');
 });
 
 test('a stopped container sends no container_removed and is managed again when it starts; a removed one sends container_removed', async () => {
@@ -184,4 +207,17 @@ test('a stopped container sends no container_removed and is managed again when i
 
   await docker!.cli(['rm', '-f', gone.id]);
   await until('container_removed for bwd-gone', () => (count('container_removed') === 1 ? true : undefined));
+});
+
+test('after a network disconnect and connect the container is managed and shaped on its new veth (eth1 inside)', async () => {
+  const moved = await docker!.runContainer({ name: 'bwd-move', network: 'hk-bwd', cmd: sinkCommand(SINK) });
+  const old = await until('bwd-move managed', async () => (await status()).containers.find((c) => c.name === 'bwd-move')?.iface);
+  await docker!.cli(['network', 'disconnect', net.name, moved.id]);
+  await docker!.cli(['network', 'connect', net.name, moved.id]);
+  assert.ok(!existsSync(`/sys/class/net/${old}`), 'the engine deleted the old veth');
+  const now = await until('bwd-move on a new veth', async () => {
+    const iface = (await status()).containers.find((c) => c.name === 'bwd-move')?.iface;
+    return iface !== undefined && iface !== old ? iface : undefined;
+  });
+  await until('rules on the new veth', () => (qdiscs(now).includes('htb') ? true : undefined));
 });

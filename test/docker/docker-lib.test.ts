@@ -102,6 +102,7 @@ describe('container source and veths on a real dockerd', () => {
     assert.equal(la.name, UUID_A);
     assert.equal(la.running, true);
     assert.equal(la.pid, a.pid);
+    assert.equal(la.networkMode, net.name);
     assert.equal(serverUuidOf(la), UUID_A);
     assert.equal(serverUuidOf(lb), UUID_B.toLowerCase());
     assert.equal(serverUuidOf(lc), null);

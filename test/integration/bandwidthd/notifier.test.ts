@@ -200,26 +200,33 @@ test('chat_a is paced under its message rate (here 2 per 600 ms instead of 30 pe
   assert.ok((c as number) - (a as number) >= 580, `third message after ${(c as number) - (a as number)} ms`);
 });
 
-test('${ENV} secrets in URLs and headers are resolved at load; an unknown one stays literal (the endpoint then refuses it)', async () => {
+test('${ENV} secrets in URLs and headers are resolved at load; an unset one fails the delivery naming it, and nothing is sent', async () => {
   const r = await receiver('generic');
   process.env['HK_BWD_TEST_TOKEN'] = 's3cret';
-  const x = notifierOf(
-    configOf({
-      notifications: {
-        ...fast,
-        generic: [
-          { name: 'ok', enabled: true, url: r.url, headers: { Authorization: 'Bearer ${HK_BWD_TEST_TOKEN}' } },
-          { name: 'unset', enabled: true, url: `${r.url}?k=\${HK_BWD_TEST_UNSET}`, headers: { Authorization: 'Bearer ${HK_BWD_TEST_UNSET}' } },
-        ],
-      },
-    }),
-  );
+  delete process.env['HK_BWD_TEST_UNSET'];
+  delete process.env['HK_BWD_TEST_PASS'];
+  const config = configOf({
+    notifications: {
+      ...fast,
+      generic: [
+        { name: 'ok', enabled: true, url: r.url, headers: { Authorization: 'Bearer ${HK_BWD_TEST_TOKEN}' } },
+        { name: 'unset', enabled: true, url: `${r.url.replace('http://', 'http://ops:${HK_BWD_TEST_PASS}@')}?k=\${HK_BWD_TEST_UNSET}`, headers: { Authorization: 'Bearer ${HK_BWD_TEST_UNSET}' } },
+      ],
+    },
+  });
+  const x = notifierOf(config);
   x.notify('error', 'e');
   await x.idle();
-  const byPath = new Map(r.received.map((q) => [q.path, q]));
-  assert.equal(byPath.get('/hook')?.headers['authorization'], 'Bearer s3cret');
-  const literal = [...byPath.values()].find((q) => q.path !== '/hook');
-  assert.equal(literal?.headers['authorization'], 'Bearer ${HK_BWD_TEST_UNSET}');
+  assert.deepEqual(
+    r.received.map((q) => [q.path, q.headers['authorization']]),
+    [['/hook', 'Bearer s3cret']],
+  );
+  assert.deepEqual(x.stats(), { queued: 0, dropped: 0, delivered: 1, failed: 1, stored: 0 });
+  const dest = destinationsOf(config).find((d) => d.dest.name === 'unset')?.dest;
+  assert.ok(dest);
+  const res = await sendOnce(dest, '{}');
+  assert.deepEqual(res, { ok: false, permanent: true, error: 'environment variables HK_BWD_TEST_PASS, HK_BWD_TEST_UNSET are not set: ${HK_BWD_TEST_PASS}, ${HK_BWD_TEST_UNSET} would be sent literally in the URL or headers' });
+  assert.equal(r.received.length, 1);
 });
 
 const memStore = (): BandwidthdStore => openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
