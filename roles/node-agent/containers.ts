@@ -2,7 +2,9 @@
  * The agent's view of Docker: running containers that are managed servers (name or a
  * UUID-shaped label value is a server UUID), each with its host-side veth, and the counters of
  * those veths. Veth lookups are cached per container id and pid, so a restarted container
- * (new pid, new veth) is resolved again.
+ * (new pid, new veth) is resolved again, and so is one whose veth went while it ran (`docker
+ * network disconnect` + `connect`). A container in another's network namespace (`--network
+ * container:X`) has X's veth and is not a server of its own: one veth is metered and shaped once.
  */
 import type { Logger } from 'pino';
 import { createContainerSource, serverUuidOf } from '../../src/lib/docker.ts';
@@ -18,13 +20,15 @@ export function createDockerView(opts: { endpoint: string; watchEvents: boolean;
     async scan() {
       const out: ManagedContainer[] = [];
       const seen = new Set<string>();
+      // One read of /proc/net/dev says which cached veths still exist.
+      const live = await readCounters([...veths.values()].flatMap((v) => (v.iface === null ? [] : [v.iface])));
       // Only running server containers are inspected (inspect gives the pid).
       for (const info of await source.list({ where: (c) => c.running && serverUuidOf(c) !== null })) {
         const uuid = serverUuidOf(info);
-        if (!uuid) continue;
+        if (!uuid || info.networkMode.startsWith('container:')) continue;
         seen.add(info.id);
         let v = veths.get(info.id);
-        if (!v || v.pid !== info.pid || v.iface === null) {
+        if (!v || v.pid !== info.pid || v.iface === null || !live.has(v.iface)) {
           const found = info.pid > 0 ? await hostVethOf(info.pid).catch(() => null) : null;
           v = { pid: info.pid, iface: found?.iface ?? null, ifindex: found?.ifindex ?? null };
           veths.set(info.id, v);

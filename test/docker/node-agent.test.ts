@@ -78,6 +78,10 @@ function qdiscs(iface: string): string {
   return execFileSync('tc', ['qdisc', 'show', 'dev', iface], { encoding: 'utf8' });
 }
 
+function classes(iface: string): string {
+  return execFileSync('tc', ['class', 'show', 'dev', iface], { encoding: 'utf8' });
+}
+
 const within10 = (mbps: number): boolean => mbps > 9 && mbps < 11;
 
 before(async () => {
@@ -213,4 +217,24 @@ test('a shaped server that stops loses its IFB within seconds', async () => {
   await until('the IFB made', () => (existsSync(ifb) ? true : undefined), 10_000);
   await docker!.cli(['stop', '-t', '1', 'game-by-label']);
   await until('the IFB removed', () => (existsSync(ifb) ? undefined : true), 15_000);
+});
+
+test('a container in a server network namespace is not managed on its own; a server reconnected to its network is shaped on its new veth', async () => {
+  const SIDE = '0b1c2d3e-4f50-4617-8829-3a4b5c6d7e8f';
+  panel.servers.add(SIDE);
+  await putLimits([limitsEntry(BY_NAME, { rx_speed_mbps: 10, tx_speed_mbps: 10 }), limitsEntry(SIDE, { rx_speed_mbps: 1, tx_speed_mbps: 1 })]);
+  const old = (await hostVethOf(byName.pid))?.iface as string;
+  await until('the server shaped', () => (qdiscs(old).includes('htb') ? true : undefined), 10_000);
+  await docker!.runContainer({ name: 'sidecar', labels: { 'hostkit.server_uuid': SIDE }, network: `container:${byName.id}` });
+  await new Promise((r) => setTimeout(r, 2500)); // two discovery scans
+  assert.ok(!(await stats()).some((s) => s.uuid === SIDE && s.online), 'the sidecar is not a server of its own');
+  assert.match(classes(old), /rate 10Mbit/, 'the sidecar limits never land on the server veth');
+
+  await docker!.cli(['network', 'disconnect', net.name, byName.id]);
+  await docker!.cli(['network', 'connect', net.name, byName.id]);
+  const now = await until('the server on its new veth', async () => {
+    const v = await hostVethOf(byName.pid);
+    return v && v.iface !== old && qdiscs(v.iface).includes('htb') ? v.iface : undefined;
+  });
+  assert.match(classes(now), /rate 10Mbit/);
 });
