@@ -4,7 +4,7 @@
  * development. Daemons are spawned with their output captured for assertions and diagnostics.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, symlinkSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,13 +12,32 @@ import { fileURLToPath } from 'node:url';
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const EXE = join(ROOT, 'dist', 'hostkit-linux-x64');
 
+let installedExe: string | undefined;
+
+/**
+ * A copy of the executable any user can run, as an installed one in /usr/local/bin is: a service
+ * user cannot reach into a checkout under a private directory (`mktemp -d` makes it 0700).
+ */
+function exeForAnyUser(): string {
+  if (installedExe === undefined) {
+    const dir = mkdtempSync('/tmp/hostkit-exe-');
+    chmodSync(dir, 0o755);
+    installedExe = join(dir, 'hostkit-linux-x64');
+    copyFileSync(EXE, installedExe);
+    chmodSync(installedExe, 0o755);
+    process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
+  }
+  return installedExe;
+}
+
 /**
  * argv prefix that runs `hostkit`, or the program name `name` (a link, busybox style) when given:
- * the built executable, or the sources when there is none or `env` (the child's) sets
- * HOSTKIT_FROM_SOURCE.
+ * the built executable (a copy any user can run for `asUser`), or the sources when there is none
+ * or `env` (the child's) sets HOSTKIT_FROM_SOURCE.
  */
-export function hostkitArgv(linkDir?: string, name?: string, env: NodeJS.ProcessEnv = process.env): string[] {
+export function hostkitArgv(linkDir?: string, name?: string, env: NodeJS.ProcessEnv = process.env, asUser = false): string[] {
   if (existsSync(EXE) && !env['HOSTKIT_FROM_SOURCE']) {
+    if (asUser) return [exeForAnyUser()];
     if (!name || !linkDir) return [EXE];
     mkdirSync(linkDir, { recursive: true });
     const link = join(linkDir, name);
@@ -38,7 +57,7 @@ export interface RunResult {
 /** Runs a hostkit command to completion; `user` runs it as that uid and gid. */
 export function runHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string; user?: { uid: number; gid: number } } = {}): RunResult {
   const env = { ...process.env, ...opts.env };
-  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env);
+  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env, opts.user !== undefined);
   const r = spawnSync(cmd as string, [...pre, ...args], { encoding: 'utf8', env, timeout: 60_000, ...opts.user });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
@@ -55,7 +74,7 @@ export interface Daemon {
 /** Starts a long-running hostkit command; `user` runs it as that uid and gid (a service user). */
 export function startHostkit(args: string[], opts: { env?: NodeJS.ProcessEnv; name?: string; linkDir?: string; user?: { uid: number; gid: number } } = {}): Daemon {
   const env = { ...process.env, ...opts.env };
-  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env);
+  const [cmd, ...pre] = hostkitArgv(opts.linkDir, opts.name, env, opts.user !== undefined);
   const child = spawn(cmd as string, [...pre, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'], ...opts.user });
   let out = '';
   const listeners = new Set<() => void>();
