@@ -254,7 +254,8 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     const searched = await page('?search=reserved');
     assert.deepEqual(searched.data.map((a) => a.port), [25570]);
     assert.deepEqual((await page('?search=2557')).data.map((a) => a.port), [25570, 25571, 25572, 25573, 25574]);
-    for (const q of ['?per_page=9', '?per_page=201', `?search=${'x'.repeat(61)}`, '?free_only=maybe', '?cursor=bm9wZQ']) {
+    // A bracketed parameter is refused like a repeated one, not ignored.
+    for (const q of ['?per_page=9', '?per_page=201', `?search=${'x'.repeat(61)}`, '?free_only=maybe', '?cursor=bm9wZQ', '?per_page[]=20', '?free_only[]=true']) {
       const r = await web.request('GET', `/admin/ops/allocations/${infra.nodeA}${q}`);
       assert.equal(r.status, 422, q);
     }

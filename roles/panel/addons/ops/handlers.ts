@@ -43,11 +43,20 @@ function query(req: FastifyRequest): Record<string, unknown> {
   return req.query as Record<string, unknown>;
 }
 
+/**
+ * The raw value of query parameter `name`; `name[]=…` or `name[k]=…` (which the parser keeps
+ * under its own key) reads as an array, so it is refused like a repeated parameter, not ignored.
+ */
+function rawQuery(req: FastifyRequest, name: string): unknown {
+  const q = query(req);
+  return Object.keys(q).some((k) => k.startsWith(`${name}[`)) ? [] : q[name];
+}
+
 /** An integer query parameter in [min, max]; `fallback` when absent; 422 naming it otherwise. */
 export function intQuery(req: FastifyRequest, name: string, min: number, max: number, fallback: number): number;
 export function intQuery(req: FastifyRequest, name: string, min: number, max: number): number | undefined;
 export function intQuery(req: FastifyRequest, name: string, min: number, max: number, fallback?: number): number | undefined {
-  const v = query(req)[name];
+  const v = rawQuery(req, name);
   if (v === undefined || v === '') return fallback;
   const n = typeof v === 'string' && /^-?\d{1,15}$/.test(v) ? Number(v) : NaN;
   if (!(n >= min && n <= max)) throw validationError([{ field: name, rule: 'between', detail: `the ${name} field must be an integer between ${min} and ${max}` }]);
@@ -59,11 +68,8 @@ export function intQuery(req: FastifyRequest, name: string, min: number, max: nu
  * repeated or sent as `name[]=…` / `name[k]=…`, which a comma list or a search term is not.
  */
 export function singleQuery(req: FastifyRequest, name: string): string | undefined {
-  const q = query(req);
-  const v = q[name];
-  if ((v !== undefined && typeof v !== 'string') || Object.keys(q).some((k) => k.startsWith(`${name}[`))) {
-    throw validationError([{ field: name, rule: 'type', detail: `the ${name} field must be a single string` }]);
-  }
+  const v = rawQuery(req, name);
+  if (v !== undefined && typeof v !== 'string') throw validationError([{ field: name, rule: 'type', detail: `the ${name} field must be a single string` }]);
   return v;
 }
 
@@ -77,7 +83,7 @@ export function textQuery(req: FastifyRequest, name: string, max: number, requir
 
 /** A boolean query parameter (true/1/on/yes or false/0/off/no); `fallback` when absent. */
 export function boolQuery(req: FastifyRequest, name: string, fallback: boolean): boolean {
-  const v = query(req)[name];
+  const v = rawQuery(req, name);
   if (v === undefined || v === '') return fallback;
   if (typeof v === 'string' && /^(1|true|on|yes)$/i.test(v)) return true;
   if (typeof v === 'string' && /^(0|false|off|no)$/i.test(v)) return false;
