@@ -129,7 +129,11 @@ export async function updateServerDetails(ctx: PanelContext, id: number, input: 
   return server;
 }
 
-/** Build limits, and the primary allocation (which must be free or already this server's, on its node). */
+/**
+ * Build limits, and the primary allocation (which must be free or already this server's, on its
+ * node). A server holds its primary allocation only, so the one it moves off is released: kept, it
+ * could neither be given to another server nor deleted.
+ */
 export async function updateServerBuild(ctx: PanelContext, id: number, input: unknown): Promise<ServerRow> {
   const v = validateBuild(input);
   const server = found(await ctx.store.servers.find(id), 'server');
@@ -139,6 +143,7 @@ export async function updateServerBuild(ctx: PanelContext, id: number, input: un
       throw validationError([{ field: 'allocation_id', rule: 'available', detail: 'the allocation is not free on this server\'s node' }]);
     }
     await ctx.store.allocations.update(a.id, { server_id: id });
+    if (server.allocation_id !== null) await ctx.store.allocations.update(server.allocation_id, { server_id: null });
   }
   return found(await ctx.store.servers.update(id, { ...v, updated_at: now() } as Partial<ServerRow>), 'server');
 }

@@ -13,7 +13,7 @@ import { createTestContext } from '../test-context.ts';
 import { authenticateKey, createApiKey } from './api-keys.ts';
 import { createEgg, createNest } from './catalog.ts';
 import { createAllocations, createNode, nodeByToken, resetNodeToken } from './infrastructure.ts';
-import { createServer, setSuspended, updateServerDetails } from './servers.ts';
+import { createServer, setSuspended, updateServerBuild, updateServerDetails } from './servers.ts';
 import { createUser, deleteUser } from './users.ts';
 import { problemsOf } from './validation.ts';
 
@@ -115,6 +115,22 @@ describe('panel services', () => {
     await ctx.store.subusers.insert({ server_id: s.id, user_id: heir.id, permissions: '["file.read"]', created_at: 'now', updated_at: 'now' });
     assert.equal((await updateServerDetails(ctx, s.id, { owner_id: heir.id })).owner_id, heir.id);
     assert.deepEqual(await ctx.store.subusers.all({ server_id: s.id }), []);
+  });
+
+  it('releases the allocation a server moves off, so it can be given to another server or deleted', async () => {
+    const ctx = createTestContext();
+    const owner = await createUser(ctx, { username: 'owner', email: 'o@example.test', password: 'long enough' });
+    const { node } = await createNode(ctx, { name: 'n1', fqdn: '127.0.0.1' });
+    const [a, b, c] = await createAllocations(ctx, node.id, { ip: '127.0.0.1', ports: ['25565-25567'] });
+    const nest = await createNest(ctx, { name: 'Games' });
+    const egg = await createEgg(ctx, { nest_id: nest.id, name: 'Paper', docker_image: 'img:1', startup: 'java' });
+    const s = await createServer(ctx, { name: 'S', owner_id: owner.id, allocation_id: a?.id, egg_id: egg.id });
+    await updateServerBuild(ctx, s.id, { allocation_id: b?.id });
+    await updateServerBuild(ctx, s.id, { allocation_id: c?.id });
+    const holders = await Promise.all([a, b, c].map(async (x) => (await ctx.store.allocations.find(x?.id ?? 0))?.server_id ?? null));
+    assert.deepEqual(holders, [null, null, s.id], 'only the primary allocation is held');
+    assert.equal((await updateServerBuild(ctx, s.id, { allocation_id: c?.id })).allocation_id, c?.id, 'the same allocation again changes nothing');
+    assert.equal((await ctx.store.allocations.find(c?.id ?? 0))?.server_id, s.id);
   });
 
   it('enrols TOTP, refuses replays, and accepts each recovery code once', async () => {
