@@ -41,6 +41,8 @@ export interface CompileSiteInput {
   pools: OriginPools;
   services: PipelineServices;
   secureContext: SecureContext | undefined;
+  /** The host lets sockets bind a client's address (nonlocalBindAllowed()): transparent mode works. */
+  nonlocalBind: boolean;
 }
 
 /** Compiles one site for a new config generation; runs on start, on every reload and hourly. */
@@ -72,6 +74,7 @@ export function compileSite(input: CompileSiteInput): CompiledSite {
       keepalive_secs: c.origin.keepalive_secs,
       max_idle_per_host: c.origin.max_idle_per_host,
       proxy_protocol: c.client_ip.proxy_protocol,
+      transparent: c.client_ip.transparent && input.nonlocalBind,
     }),
     maxSiteBps: c.bandwidth.max_site_bps,
     maxIpBps: c.bandwidth.max_ip_bps,

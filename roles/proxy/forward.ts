@@ -211,6 +211,6 @@ export function forwardRequest(ctx: RequestContext, site: CompiledSite, shaper: 
   for (let i = 0; i < headers.length; i += 2) lines += `${headers[i] as string}: ${headers[i + 1] as string}\r\n`;
   const handler = new ForwardHandler(ctx, site, shaper);
   onRequestDone(ctx, handler.abandon);
-  const pool = origin.pool(origin.proxyProtocol === 'off' ? undefined : endpointsOf(ctx));
+  const pool = origin.pool(origin.perClient ? endpointsOf(ctx) : undefined);
   handler.exchange = pool.request(req.method ?? 'GET', ctx.target, lines, originBody(req, site.maxBodyBytes, prefix), handler);
 }

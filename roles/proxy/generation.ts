@@ -10,7 +10,7 @@ import { createAclTest, type AclTest } from './acl.ts';
 import { loadCertificate } from './certificates.ts';
 import { compileSite, type CompiledSite } from './compiled-site.ts';
 import { createHostRouter, type HostRouter } from './host-router.ts';
-import type { OriginPools } from './origin-pools.ts';
+import { nonlocalBindAllowed, type OriginPools } from './origin-pools.ts';
 import type { PipelineServices } from './pipeline.ts';
 import type { ProxySiteFile } from './config.ts';
 
@@ -46,6 +46,7 @@ export interface BuildInput {
  */
 export function buildGeneration(input: BuildInput): Generation {
   const sites: CompiledSite[] = [];
+  const nonlocalBind = input.sites.some((f) => f.config.client_ip.transparent) && nonlocalBindAllowed();
   for (const { file, config } of input.sites) {
     let secureContext;
     if (config.tls.enabled) {
@@ -59,12 +60,13 @@ export function buildGeneration(input: BuildInput): Generation {
       }
       secureContext = cert.context;
     }
-    if (config.client_ip.transparent && !input.services.transparentWarned.has(config.id)) {
-      // Node cannot set IP_TRANSPARENT on a socket, so the documented fallback always applies.
-      input.services.transparentWarned.add(config.id);
-      input.logger.warn({ site: config.id, file }, 'client_ip.transparent is not available: origin connections use normal egress');
+    if (config.client_ip.transparent && !input.services.transparentSaid.has(config.id)) {
+      // Said once per site (every generation is built again on a reload).
+      input.services.transparentSaid.add(config.id);
+      if (nonlocalBind) input.logger.info({ site: config.id, file }, 'client_ip.transparent: origin connections are sourced from the IPv4 client address (policy routing must bring the answers back)');
+      else input.logger.warn({ site: config.id, file }, 'client_ip.transparent is not available (net.ipv4.ip_nonlocal_bind is not 1): origin connections use normal egress');
     }
-    sites.push(compileSite({ file, config, global: input.global, pools: input.pools, services: input.services, secureContext }));
+    sites.push(compileSite({ file, config, global: input.global, pools: input.pools, services: input.services, secureContext, nonlocalBind }));
   }
   const { route, conflicts } = createHostRouter(sites);
   for (const c of conflicts) {

@@ -53,6 +53,8 @@ export interface OriginTarget {
   maxIdle: number;
   /** Written first on every new connection (a PROXY protocol header), before TLS. */
   preface?: Buffer;
+  /** The source address of every connection (transparent mode: the client's). */
+  localAddress?: string;
 }
 
 // Plain origin connections read into this one buffer (net's `onread`): no Buffer and no stream
@@ -499,8 +501,9 @@ export class OriginPool {
       conn.exchange?.connected();
     };
     const servername = isIP(t.host) === 0 ? { servername: t.host } : {};
+    const local = t.localAddress === undefined ? {} : { localAddress: t.localAddress };
     if (t.preface) {
-      const raw = netConnect({ host: t.host, port: t.port });
+      const raw = netConnect({ host: t.host, port: t.port, ...local });
       raw.write(t.preface);
       if (t.secure) {
         socket = tlsConnect({ socket: raw, host: t.host, ...servername, ALPNProtocols: ['http/1.1'] });
@@ -511,7 +514,7 @@ export class OriginPool {
         socket.once('connect', onUp);
       }
     } else if (t.secure) {
-      socket = tlsConnect({ host: t.host, port: t.port, ...servername, ALPNProtocols: ['http/1.1'] });
+      socket = tlsConnect({ host: t.host, port: t.port, ...local, ...servername, ALPNProtocols: ['http/1.1'] });
       socket.once('secureConnect', onUp);
     } else {
       // A pause during the callback (backpressure) stops reading by itself.
@@ -524,7 +527,7 @@ export class OriginPool {
         }
         return true;
       };
-      socket = netConnect({ host: t.host, port: t.port, onread: { buffer: READ_BUFFER, callback: onRead } });
+      socket = netConnect({ host: t.host, port: t.port, ...local, onread: { buffer: READ_BUFFER, callback: onRead } });
       socket.once('connect', onUp);
     }
     conn.socket = socket;

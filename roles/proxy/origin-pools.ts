@@ -7,8 +7,12 @@
  * With `proxy_protocol` on, the header written first on a connection names one client, so a
  * connection must never carry another client's request: such an origin keeps one pool per
  * client IP and listener address, each writing its header on every connection it opens, and
- * drops a pool once it has been idle for keepalive_secs.
+ * drops a pool once it has been idle for keepalive_secs. With `transparent` on, connections are
+ * sourced from the client's IPv4 address (`localAddress`), so such an origin keeps one pool per
+ * client the same way; IPv6 clients share one pool on normal egress (spec/3 §2.4: IPv4 only).
  */
+import { readFileSync } from 'node:fs';
+import { isIPv4 } from 'node:net';
 import type { Logger } from 'pino';
 import { OriginPool, type OriginTarget } from './origin-client.ts';
 import { proxyProtocolHeader, type ProxyEndpoints } from './proxy-protocol.ts';
@@ -22,15 +26,34 @@ export interface OriginSettings {
   keepalive_secs: number;
   max_idle_per_host: number;
   proxy_protocol: 'off' | 'v1' | 'v2';
+  /** Source connections from the client IP (only when nonlocalBindAllowed()). */
+  transparent: boolean;
+}
+
+/**
+ * Whether this host lets a socket bind an address it does not own (`net.ipv4.ip_nonlocal_bind`,
+ * set by root): what transparent mode needs, with policy routing that brings the origin's answers
+ * back. Node cannot set IP_TRANSPARENT on a socket, so without it the documented fallback applies.
+ */
+export function nonlocalBindAllowed(): boolean {
+  try {
+    return readFileSync('/proc/sys/net/ipv4/ip_nonlocal_bind', 'utf8').trim() === '1';
+  } catch {
+    return false;
+  }
 }
 
 export interface Origin {
   /** The origin URL as configured (`http://10.0.0.5:8080`). */
   readonly url: string;
   readonly proxyProtocol: 'off' | 'v1' | 'v2';
+  /** Each client has its own pool (PROXY protocol or transparent): pool() needs its endpoints. */
+  readonly perClient: boolean;
+  /** The source address of this client's origin connections: its IPv4 address in transparent mode. */
+  sourceFor(clientIp: string): string | undefined;
   /**
-   * The pool a request goes through: the shared one, or with PROXY protocol the pool of this
-   * client (`endpoints` is then required). Runs once per forwarded request.
+   * The pool a request goes through: the shared one, or the pool of this client (`endpoints` is
+   * then required). Runs once per forwarded request.
    */
   pool(endpoints?: ProxyEndpoints): OriginPool;
   /** Until when (ms since the epoch) requests fail fast with 502; 0 when the origin is not backing off. */
@@ -55,17 +78,17 @@ export interface OriginPools {
 /** Backoff after consecutive connection failures: 250 ms, doubling, capped at 5 s. */
 export const BACKOFF_BASE_MS = 250;
 export const BACKOFF_MAX_MS = 5_000;
-// How often per-client pools (PROXY protocol) are checked for idleness.
+// How often per-client pools (PROXY protocol, transparent) are checked for idleness.
 const CLIENT_POOL_SWEEP_MS = 5_000;
 // An origin's failures are logged at most this often (per worker), with the count left unlogged.
 const ORIGIN_WARN_EVERY_MS = 60_000;
 
 function settingsKey(s: OriginSettings): string {
-  return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}|${s.proxy_protocol}`;
+  return `${s.url}|${s.connect_timeout_ms}|${s.read_timeout_ms}|${s.keepalive_secs}|${s.max_idle_per_host}|${s.proxy_protocol}|${s.transparent}`;
 }
 
 /** Where a pool connects, from the origin settings; runs once per pool. */
-function targetOf(s: OriginSettings, preface?: Buffer): OriginTarget {
+function targetOf(s: OriginSettings, preface?: Buffer, localAddress?: string): OriginTarget {
   const url = new URL(s.url);
   const secure = url.protocol === 'https:';
   return {
@@ -77,6 +100,7 @@ function targetOf(s: OriginSettings, preface?: Buffer): OriginTarget {
     keepAliveMs: s.keepalive_secs * 1000,
     maxIdle: s.max_idle_per_host,
     ...(preface ? { preface } : {}),
+    ...(localAddress ? { localAddress } : {}),
   };
 }
 
@@ -121,20 +145,25 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable;
       lastWarned = now;
       unlogged = 0;
     };
-    const shared = s.proxy_protocol === 'off' ? new OriginPool(targetOf(s)) : undefined;
+    const shared = s.proxy_protocol === 'off' && !s.transparent ? new OriginPool(targetOf(s)) : undefined;
     const perClient = new Map<string, { pool: OriginPool; lastUsed: number }>();
+    const sourceFor = (clientIp: string): string | undefined => (s.transparent && isIPv4(clientIp) ? clientIp : undefined);
     const origin: Origin = {
       url: s.url,
       proxyProtocol: s.proxy_protocol,
+      perClient: shared === undefined,
+      sourceFor,
       pool(endpoints) {
         if (shared) return shared;
         const e = endpoints as ProxyEndpoints;
-        const key = `${e.sourceIp}|${e.destIp}|${e.destPort}`;
+        const source = sourceFor(e.sourceIp);
+        // Without a PROXY header to write, clients on normal egress (IPv6 ones) share one pool.
+        const key = s.proxy_protocol === 'off' && source === undefined ? '' : `${e.sourceIp}|${e.destIp}|${e.destPort}`;
         let entry = perClient.get(key);
         if (!entry) {
           // The source port is the one of the client connection that opened this pool.
-          const header = proxyProtocolHeader(s.proxy_protocol as 'v1' | 'v2', e);
-          entry = { pool: new OriginPool(targetOf(s, header)), lastUsed: 0 };
+          const header = s.proxy_protocol === 'off' ? undefined : proxyProtocolHeader(s.proxy_protocol, e);
+          entry = { pool: new OriginPool(targetOf(s, header, source)), lastUsed: 0 };
           perClient.set(key, entry);
         }
         entry.lastUsed = wallNow();

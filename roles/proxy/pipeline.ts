@@ -52,8 +52,8 @@ export interface PipelineServices {
   readonly bans: BanList;
   /** Fixed-window request counters of the rate_limit phase. */
   readonly rates: RateCounters;
-  /** Site ids already warned that transparent mode falls back to normal egress. */
-  readonly transparentWarned: Set<string>;
+  /** Site ids already told in the log whether transparent mode works or falls back to normal egress. */
+  readonly transparentSaid: Set<string>;
   /** Challenge seeds and clearances (its secret is in data_dir; solved seeds are remembered). */
   readonly challenge: ChallengeTokens;
   /** Per-site request rates and running auto-mitigations. */

@@ -135,7 +135,7 @@ function createServices(dataDir: string, table: SharedTable, secret: ChallengeSe
     slots: createConnectionSlots(table),
     bans: createBanList(table),
     rates: createRateCounters(table),
-    transparentWarned: new Set(),
+    transparentSaid: new Set(),
     challenge: createChallengeTokens({ secret: secret.get, table }),
     mitigation: createMitigation(notices.mitigation, { table }),
   };

@@ -80,7 +80,8 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
     headers,
     setHost: false,
     createConnection() {
-      const raw = netConnect({ host, port });
+      const localAddress = origin.sourceFor(ctx.clientIp);
+      const raw = netConnect({ host, port, ...(localAddress === undefined ? {} : { localAddress }) });
       raw.setNoDelay(true);
       timer = setTimeout(() => fail(ORIGIN_ERRORS.connectTimeout, 'connect timeout'), timerDelay(site.config.origin.connect_timeout_ms));
       raw.once('connect', () => {

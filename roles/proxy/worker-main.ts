@@ -47,7 +47,7 @@ async function runWorker(data: WorkerData, port: NonNullable<typeof parentPort>)
     bans: createBanList(table, logger),
     rates: createRateCounters(table),
     // The main thread builds every generation too and logs what building finds.
-    transparentWarned: new Set(),
+    transparentSaid: new Set(),
     challenge: createChallengeTokens({ secret: () => secret, table }),
     mitigation: createMitigation((event) => post({ type: 'mitigation', event }), { table, ticks: false }),
   };
