@@ -4,8 +4,10 @@
  * the same store as the running panel (SQLite allows the second writer to wait its turn), print
  * for people or JSON with --json, and show a secret (password, pairing token, API key) once.
  */
+import { join } from 'node:path';
 import { AppError } from '../../src/core/app-error.ts';
 import { printLine as print, table } from '../../src/lib/cli-format.ts';
+import { busyMessage, isDatabaseBusy } from '../../src/lib/sqlite.ts';
 import { randomAlnum } from './auth/secrets.ts';
 import { clearTwoFactor } from './auth/two-factor.ts';
 import { openPanel } from './panel.ts';
@@ -14,12 +16,19 @@ import { createNode, nodeAttributes } from './services/infrastructure.ts';
 import { createUser, updateUser, userAttributes } from './services/users.ts';
 import type { PanelContext } from './context.ts';
 import type { UserRow } from './store/records.ts';
+import { DATABASE_FILE } from './store/store.ts';
 
-/** Runs `fn` with an open panel and closes it whatever happens. */
-async function withPanel<T>(configPath: string, fn: (ctx: PanelContext) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` with an open panel and closes it whatever happens; returns what `fn` returns. A write
+ * that met another process's lock past the busy timeout fails saying so, naming the database file.
+ */
+export async function withPanel<T>(configPath: string, fn: (ctx: PanelContext) => Promise<T>): Promise<T> {
   const panel = await openPanel(configPath, { quiet: true });
   try {
     return await fn(panel.ctx);
+  } catch (err) {
+    if (!isDatabaseBusy(err)) throw err;
+    throw new AppError('ERR_DATABASE_BUSY', busyMessage(join(panel.ctx.config.data_dir, DATABASE_FILE)), { cause: err });
   } finally {
     await panel.close();
   }

@@ -4,7 +4,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { openDatabase, validateMigrations, type Database, type Migration, type OpenDatabaseOptions } from './sqlite.ts';
+import { DatabaseSync } from 'node:sqlite';
+import { busyMessage, isDatabaseBusy, openDatabase, validateMigrations, type Database, type Migration, type OpenDatabaseOptions } from './sqlite.ts';
 
 let root: string;
 let seq = 0;
@@ -249,5 +250,57 @@ describe('a database file that cannot be opened', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('a database another process keeps locked', () => {
+  /** Runs `fn` while a second connection holds the write lock of `file` (BEGIN IMMEDIATE). */
+  const whileLocked = <T>(file: string, fn: () => T): T => {
+    const holder = new DatabaseSync(file);
+    holder.exec('BEGIN IMMEDIATE');
+    try {
+      return fn();
+    } finally {
+      holder.exec('ROLLBACK');
+      holder.close();
+    }
+  };
+  const thrown = (fn: () => unknown): unknown => {
+    try {
+      fn();
+    } catch (err) {
+      return err;
+    }
+    return assert.fail('expected a throw');
+  };
+
+  it('fails writes with an error isDatabaseBusy recognises, also when wrapped, and no other error', () => {
+    const file = dbPath();
+    const store = open(file, { busy_timeout_ms: 0 });
+    try {
+      const [write, begin] = whileLocked(file, () => [thrown(() => store.db.prepare('INSERT INTO items (name) VALUES (?)').run('x')), thrown(() => store.transaction(() => 1))]);
+      assert.equal(isDatabaseBusy(write), true);
+      assert.equal(isDatabaseBusy(begin), true);
+      assert.equal(isDatabaseBusy(new Error('wrapped', { cause: write })), true);
+      assert.equal(isDatabaseBusy(thrown(() => store.db.prepare('INSERT INTO items (name) VALUES (?)').run('seed'))), false, 'a UNIQUE violation is not busy');
+      assert.equal(isDatabaseBusy(new Error('database is locked')), false, 'only SQLite result codes count, not words');
+    } finally {
+      store.close();
+    }
+  });
+
+  it('closes without throwing: the optimize and checkpoint of close wait for a later close', () => {
+    const file = dbPath();
+    const store = open(file, { busy_timeout_ms: 0 });
+    whileLocked(file, () => store.close());
+    assert.equal(store.db.isOpen, false);
+  });
+
+  it('refuses an open that must migrate, naming the file and saying it is busy', () => {
+    const file = dbPath();
+    open(file).close();
+    const more = [...BASE, { version: 3, name: 'notes', up: 'CREATE TABLE notes (x TEXT)' }];
+    whileLocked(file, () => assert.throws(() => open(file, { migrations: more, busy_timeout_ms: 0 }), { message: busyMessage(file) }));
+    assert.equal(busyMessage(file), `the database ${file} is busy (locked by another process); retry`);
   });
 });

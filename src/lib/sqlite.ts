@@ -70,7 +70,7 @@ export interface Database {
   checkpoint(): CheckpointResult;
   /** Checkpoint, VACUUM, `PRAGMA optimize`, checkpoint again; for cleanup runs (compact_db). */
   compact(): void;
-  /** Checkpoints, optimizes and closes; idempotent; runs at shutdown. */
+  /** Checkpoints, optimizes (both skipped while another process holds the lock) and closes; idempotent; runs at shutdown. */
   close(): void;
 }
 
@@ -106,6 +106,27 @@ export function validateMigrations(migrations: readonly Migration[]): void {
  */
 /** SQLite's result code for a file that is not a database. */
 const SQLITE_NOTADB = 26;
+/** SQLite's primary result codes for a lock another connection held past the busy timeout (the low byte of an extended code). */
+const SQLITE_BUSY = 5;
+const SQLITE_LOCKED = 6;
+
+/**
+ * True when `err`, or an error it wraps, is SQLite's "database is locked" (SQLITE_BUSY) or
+ * "database table is locked" (SQLITE_LOCKED): another connection kept the lock past the busy
+ * timeout. Callers turn it into busyMessage() rather than a generic failure.
+ */
+export function isDatabaseBusy(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    const code = (e as { errcode?: unknown }).errcode;
+    if (typeof code === 'number' && [SQLITE_BUSY, SQLITE_LOCKED].includes(code & 0xff)) return true;
+  }
+  return false;
+}
+
+/** What a busy database (isDatabaseBusy) is called: with the file for operators, without it for API clients. */
+export function busyMessage(file?: string): string {
+  return `the database ${file === undefined ? '' : `${file} `}is busy (locked by another process); retry`;
+}
 
 const kindOf = (p: string): 'dir' | 'file' | undefined => {
   try {
@@ -123,6 +144,7 @@ const kindOf = (p: string): 'dir' | 'file' | undefined => {
 function openError(file: string, err: unknown): unknown {
   const why = errorMessage(err);
   if (file === ':memory:' || why.includes(file)) return err;
+  if (isDatabaseBusy(err)) return new Error(busyMessage(file), { cause: err });
   let problem = `cannot be opened: ${why}`;
   if ((err as { errcode?: unknown }).errcode === SQLITE_NOTADB) problem = `is not a SQLite database (${why}): name the database file, or a new path where one is created`;
   else if (kindOf(file) === 'dir') problem = `is a directory: name the database file (for example ${path.join(file, 'data.db')})`;
@@ -273,8 +295,14 @@ function createHandle(db: DatabaseSync, journalMode: string, applied: number[]):
       closed = true;
       try {
         if (db.isTransaction) db.exec('ROLLBACK');
-        db.exec('PRAGMA optimize');
-        checkpoint();
+        try {
+          db.exec('PRAGMA optimize');
+          checkpoint();
+        } catch (err) {
+          // Housekeeping only: while another process holds the lock it waits for a later close,
+          // and the error that brought the caller here is not replaced by this one.
+          if (!isDatabaseBusy(err)) throw err;
+        }
       } finally {
         db.close();
       }

@@ -5,6 +5,7 @@
  * ValidationException, NotFoundHttpException, ...).
  */
 import { isAppError } from '../../../src/core/app-error.ts';
+import { busyMessage, isDatabaseBusy } from '../../../src/lib/sqlite.ts';
 import type { Page } from '../store/repository.ts';
 import { problemsOf } from '../services/validation.ts';
 
@@ -58,13 +59,16 @@ const CODE_BY_STATUS: Record<number, string> = {
   422: 'ValidationException',
   429: 'TooManyRequestsHttpException',
   500: 'InternalServerError',
+  503: 'ServiceUnavailableHttpException',
 };
 
 /**
  * The `errors[]` of an error: one entry per field for a validation failure; an AppError whose code
- * is already PascalCase (an addon's FileTooLargeForTrash) keeps it, with `cause.meta` as meta.
+ * is already PascalCase (an addon's FileTooLargeForTrash) keeps it, with `cause.meta` as meta; a
+ * database another process kept locked past the busy timeout is a 503 the client can retry.
  */
 export function apiErrors(err: unknown): { status: number; body: { errors: ApiError[] } } {
+  if (isDatabaseBusy(err)) return { status: 503, body: { errors: [{ code: CODE_BY_STATUS[503] as string, status: '503', detail: busyMessage() }] } };
   if (!isAppError(err)) return { status: 500, body: { errors: [{ code: CODE_BY_STATUS[500] as string, status: '500', detail: 'an unexpected error was encountered while processing this request' }] } };
   const status = err.status;
   if (err.code === 'ERR_VALIDATION') {

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { PanelContext } from '../context.ts';
 import { createApiKey } from '../services/api-keys.ts';
-import { createEgg, createNest, deleteEgg, deleteNest, eggAttributes, nestAttributes, updateEgg, updateNest } from '../services/catalog.ts';
+import { createEgg, createNest, deleteEgg, deleteNest, eggAttributes, nestAttributes, nestEgg, updateEgg, updateNest } from '../services/catalog.ts';
 import {
   allocationAttributes,
   createAllocations,
@@ -23,25 +23,25 @@ import {
   updateNode,
 } from '../services/infrastructure.ts';
 import { found } from '../services/records.ts';
-import { inRequestTerms, validationError } from '../services/validation.ts';
+import { createShapeCheck, inRequestTerms, validationError } from '../services/validation.ts';
 import { createServer, deleteServer, serverAttributes, setSuspended, updateServerBuild, updateServerDetails } from '../services/servers.ts';
 import { createUser, deleteUser, sendWelcomeMail, updateUser, userAttributes, userUpdateProperties } from '../services/users.ts';
 import type { Repository, Row } from '../store/repository.ts';
 import { adminAudit } from '../web/respond.ts';
 import { item, list } from './api-format.ts';
-import { apiActor, apiUser, idParam, pageQuery, requireApiKey } from './api-auth.ts';
+import { apiActor, apiUser, idParam, listQuery, requireApiKey, type ListRules } from './api-auth.ts';
 
 type Params = Record<string, string | undefined>;
 
-/** The read side of one resource: list with search, show by id. */
+/** The read side of one resource: list with search, exact filters and sorts, show by id. */
 function readRoutes<T extends Row>(
   api: FastifyInstance,
   path: string,
-  opts: { object: string; what: string; repo: Repository<T>; attributes: (r: T) => Record<string, unknown>; search: string[]; scope?: (p: Params) => Record<string, number> },
+  opts: { object: string; what: string; repo: Repository<T>; attributes: (r: T) => Record<string, unknown>; search: string[]; list?: ListRules; scope?: (p: Params) => Record<string, number> },
 ): void {
   api.get(path, async (req) => {
-    const q = pageQuery(req.query);
-    const page = await opts.repo.list({ page: q.page, perPage: q.perPage, filter: opts.scope?.(req.params as Params) ?? {}, search: { columns: opts.search, term: q.search } });
+    const q = listQuery(req.query, opts.list ?? {});
+    const page = await opts.repo.list({ page: q.page, perPage: q.perPage, filter: { ...q.filter, ...opts.scope?.(req.params as Params) }, search: { columns: opts.search, term: q.search }, sort: q.sort });
     return list(opts.object, page, opts.attributes);
   });
   api.get(`${path}/:id`, async (req) => {
@@ -60,7 +60,11 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     adminAudit(ctx, req, event, subject, properties);
   const id = (req: FastifyRequest, what: string, key = 'id'): number => idParam((req.params as Params)[key], what);
 
-  readRoutes(api, '/users', { object: 'user', what: 'user', repo: ctx.store.users, attributes: userAttributes, search: ['username', 'email'] });
+  readRoutes(api, '/users', { object: 'user', what: 'user', repo: ctx.store.users, attributes: userAttributes, search: ['username', 'email'], list: {
+    // Emails are stored lower-cased (users.ts); both columns compare case-insensitively.
+    filters: { email: { column: 'email', value: (v) => v.toLowerCase() }, uuid: 'uuid', username: 'username' },
+    sorts: ['id', 'uuid'],
+  } });
   api.post('/users', async (req, reply) => {
     const u = await createUser(ctx, req.body);
     await audit(req, 'admin:user.create', { type: 'user', id: u.id }, { username: u.username, root_admin: u.root_admin === 1 });
@@ -81,7 +85,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
   api.post('/users/:id/api-keys', async (req, reply) => {
-    const { type, ...rest } = (req.body ?? {}) as { type?: string };
+    const { type, ...rest } = objectBody(req.body) as { type?: string };
     const userId = id(req, 'user');
     if (type !== undefined && type !== 'client' && type !== 'application') throw validationError([{ field: 'type', rule: 'in', detail: 'the type field must be client or application' }]);
     const keyType = type ?? 'client';
@@ -90,7 +94,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(201).send({ ...item('api_key', { identifier: created.key.identifier, key_type: created.key.key_type }), meta: { secret_token: created.token } });
   });
 
-  readRoutes(api, '/locations', { object: 'location', what: 'location', repo: ctx.store.locations, attributes: locationAttributes, search: ['short', 'long'] });
+  readRoutes(api, '/locations', { object: 'location', what: 'location', repo: ctx.store.locations, attributes: locationAttributes, search: ['short', 'long'], list: { filters: { short: 'short', long: 'long' }, sorts: ['id'] } });
   api.post('/locations', async (req, reply) => {
     const l = await createLocation(ctx, req.body);
     await audit(req, 'admin:location.create', { type: 'location', id: l.id }, { short: l.short });
@@ -108,7 +112,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
 
-  readRoutes(api, '/nodes', { object: 'node', what: 'node', repo: ctx.store.nodes, attributes: nodeAttributes, search: ['name', 'fqdn'] });
+  readRoutes(api, '/nodes', { object: 'node', what: 'node', repo: ctx.store.nodes, attributes: nodeAttributes, search: ['name', 'fqdn'], list: { filters: { uuid: 'uuid', name: 'name', fqdn: 'fqdn' }, sorts: ['id', 'uuid', 'memory', 'disk'] } });
   api.post('/nodes', async (req, reply) => {
     const { node, token } = await createNode(ctx, req.body);
     await audit(req, 'admin:node.create', { type: 'node', id: node.id }, { name: node.name });
@@ -163,23 +167,26 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
   readRoutes(api, '/nests/:nest/eggs', { object: 'egg', what: 'egg', repo: ctx.store.eggs, attributes: eggAttributes, search: ['name'], scope: nestScope });
   api.post('/nests/:nest/eggs', async (req, reply) => {
     const nestId = id(req, 'nest', 'nest');
-    const egg = await createEgg(ctx, { ...(req.body as object), nest_id: nestId });
+    const egg = await createEgg(ctx, { ...objectBody(req.body), nest_id: nestId });
     await audit(req, 'admin:egg.create', { type: 'egg', id: egg.id }, { name: egg.name, nest: nestId });
     return reply.code(201).send(item('egg', eggAttributes(egg)));
   });
   api.patch('/nests/:nest/eggs/:id', async (req) => {
-    const egg = await updateEgg(ctx, id(req, 'egg'), { ...(req.body as object), nest_id: id(req, 'nest', 'nest') });
+    const egg = await updateEgg(ctx, (await nestEgg(ctx, id(req, 'nest', 'nest'), id(req, 'egg'))).id, req.body);
     await audit(req, 'admin:egg.update', { type: 'egg', id: egg.id }, { name: egg.name });
     return item('egg', eggAttributes(egg));
   });
   api.delete('/nests/:nest/eggs/:id', async (req, reply) => {
-    const egg = found(await ctx.store.eggs.find(id(req, 'egg')), 'egg');
+    const egg = await nestEgg(ctx, id(req, 'nest', 'nest'), id(req, 'egg'));
     await deleteEgg(ctx, egg.id);
     await audit(req, 'admin:egg.delete', { type: 'egg', id: egg.id }, { name: egg.name });
     return reply.code(204).send();
   });
 
-  readRoutes(api, '/servers', { object: 'server', what: 'server', repo: ctx.store.servers, attributes: serverAttributes, search: ['name', 'uuid', 'identifier'] });
+  readRoutes(api, '/servers', { object: 'server', what: 'server', repo: ctx.store.servers, attributes: serverAttributes, search: ['name', 'uuid', 'identifier'], list: {
+    filters: { name: 'name', uuid: 'uuid', uuidShort: 'identifier', image: 'image' },
+    sorts: ['id', 'uuid'],
+  } });
   api.post('/servers', async (req, reply) => {
     const s = await inRequestTerms(pterodactylNames(req.body, 'allocation.default'), () => createServer(ctx, fromPterodactylServer(req.body)));
     await audit(req, 'admin:server.create', { type: 'server', id: s.id }, { name: s.name, owner: s.owner_id, node: s.node_id });
@@ -213,6 +220,13 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
 
 type Body = Record<string, unknown>;
 
+// Bodies a route reshapes before the service validates them are checked first (an object, and
+// Pterodactyl's groups objects when sent), so `"str"`, `[]` or `limits: "x"` are 422s, not `{}`.
+const OBJECT = { type: 'object' };
+const objectBody = createShapeCheck();
+const buildBody = createShapeCheck({ limits: OBJECT, feature_limits: OBJECT });
+const serverBody = createShapeCheck({ limits: OBJECT, feature_limits: OBJECT, allocation: OBJECT });
+
 /**
  * The request's names of the service fields a Pterodactyl body was flattened into (`owner_id` was
  * `user`, `memory` was `limits.memory` when sent nested), for validation errors.
@@ -229,20 +243,20 @@ function pterodactylNames(body: unknown, allocation = 'allocation'): Record<stri
 
 /** Pterodactyl's `user` field is our `owner_id`. */
 function renameUser(body: unknown): Body {
-  const { user, ...rest } = (body ?? {}) as Body;
+  const { user, ...rest } = objectBody(body);
   return user === undefined ? rest : { ...rest, owner_id: user };
 }
 
 /** `{allocation, limits: {...}, feature_limits: {...}}` (or already flat fields) to the flat build input. */
 function fromPterodactylBuild(body: unknown): Body {
-  const { allocation, limits, feature_limits, ...rest } = (body ?? {}) as Body;
+  const { allocation, limits, feature_limits, ...rest } = buildBody(body);
   return { ...rest, ...(limits as Body | undefined), ...(feature_limits as Body | undefined), ...(allocation !== undefined ? { allocation_id: allocation } : {}) };
 }
 
 /** Pterodactyl's create body (`user`, `egg`, `docker_image`, `limits`, `allocation.default`) to the flat service input. */
 function fromPterodactylServer(body: unknown): Body {
-  const { egg, docker_image, allocation, limits, feature_limits, ...rest } = renameUser(body);
-  const alloc = typeof allocation === 'object' && allocation !== null ? (allocation as Body).default : allocation;
+  const { egg, docker_image, allocation, limits, feature_limits, ...rest } = renameUser(serverBody(body));
+  const alloc = (allocation as Body | undefined)?.default;
   return {
     ...rest,
     ...(limits as Body | undefined),

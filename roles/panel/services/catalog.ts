@@ -23,9 +23,16 @@ export async function updateNest(ctx: PanelContext, id: number, input: unknown):
   return found(await ctx.store.nests.update(id, { ...validateNestUpdate(input), updated_at: now() }), 'nest');
 }
 
+/**
+ * Deletes a nest and its eggs; refused (409) while a server records the nest or runs one of its
+ * eggs (an egg moved between nests by an older version leaves the two apart).
+ */
 export async function deleteNest(ctx: PanelContext, id: number): Promise<void> {
   found(await ctx.store.nests.find(id), 'nest');
-  if ((await ctx.store.servers.findBy({ nest_id: id })) !== undefined) throw new AppError('ERR_NEST_IN_USE', 'cannot delete a nest that servers use', { status: 409 });
+  const holders = [{ nest_id: id }, ...(await ctx.store.eggs.all({ nest_id: id })).map((e) => ({ egg_id: e.id }))];
+  for (const filter of holders) {
+    if ((await ctx.store.servers.findBy(filter)) !== undefined) throw new AppError('ERR_NEST_IN_USE', 'cannot delete a nest that still has servers', { status: 409 });
+  }
   await ctx.store.eggs.removeWhere({ nest_id: id });
   await ctx.store.nests.remove(id);
 }
@@ -35,10 +42,11 @@ export function nestAttributes(n: NestRow): Record<string, unknown> {
 }
 
 const IMAGE = { type: 'string', minLength: 1, maxLength: 255, pattern: '^[a-zA-Z0-9./:@_-]+$', description: 'must be a Docker image reference' };
-const eggProps = { nest_id: ID, name: NAME, description: TEXT, author: AUTHOR, docker_image: IMAGE, startup: { type: 'string', minLength: 1, maxLength: 4000 } };
-type EggInput = { nest_id: number; name: string; docker_image: string; startup: string; description?: string; author?: string };
-const validateEgg = createValidator<EggInput>({ required: ['nest_id', 'name', 'docker_image', 'startup'], properties: eggProps });
-const validateEggUpdate = createValidator<Partial<EggInput>>({ properties: eggProps });
+// An egg stays in the nest it was created in: its servers record that nest too.
+const eggProps = { name: NAME, description: TEXT, author: AUTHOR, docker_image: IMAGE, startup: { type: 'string', minLength: 1, maxLength: 4000 } };
+type EggFields = { name: string; docker_image: string; startup: string; description?: string; author?: string };
+const validateEgg = createValidator<EggFields & { nest_id: number }>({ required: ['nest_id', 'name', 'docker_image', 'startup'], properties: { nest_id: ID, ...eggProps } });
+const validateEggUpdate = createValidator<Partial<EggFields>>({ properties: eggProps });
 
 export async function createEgg(ctx: PanelContext, input: unknown): Promise<EggRow> {
   const v = validateEgg(input);
@@ -49,8 +57,13 @@ export async function createEgg(ctx: PanelContext, input: unknown): Promise<EggR
 export async function updateEgg(ctx: PanelContext, id: number, input: unknown): Promise<EggRow> {
   const v = validateEggUpdate(input);
   found(await ctx.store.eggs.find(id), 'egg');
-  if (v.nest_id !== undefined) found(await ctx.store.nests.find(v.nest_id), 'nest');
   return found(await ctx.store.eggs.update(id, { ...v, updated_at: now() }), 'egg');
+}
+
+/** The egg `id` of nest `nestId` (the API's `/nests/{nest}/eggs/{id}`); ERR_NOT_FOUND when it is missing or in another nest. */
+export async function nestEgg(ctx: PanelContext, nestId: number, id: number): Promise<EggRow> {
+  const egg = await ctx.store.eggs.find(id);
+  return found(egg?.nest_id === nestId ? egg : undefined, 'egg');
 }
 
 export async function deleteEgg(ctx: PanelContext, id: number): Promise<void> {

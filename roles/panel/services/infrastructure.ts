@@ -4,15 +4,15 @@
  * encrypted copy, found by its first 16 hex characters); the token is shown once.
  */
 import { randomUUID } from 'node:crypto';
-import { isIP } from 'node:net';
 import { AppError } from '../../../src/core/app-error.ts';
+import { canonicalIp } from '../../../src/lib/ip-match.ts';
 import { randomHex, sameDigest, sha256 } from '../auth/secrets.ts';
 import type { PanelContext } from '../context.ts';
 import type { AllocationRow, LocationRow, NodeRow } from '../store/records.ts';
 import { created, found, now, toColumns } from './records.ts';
-import { COUNT, createValidator, FLAG, ID, NAME, TEXT, validationError } from './validation.ts';
+import { COUNT, createValidator, FLAG, ID, NAME, TEXT, validationError, type FieldProblem } from './validation.ts';
 
-const SHORT = { type: 'string', minLength: 1, maxLength: 60, pattern: '^[a-zA-Z0-9_.-]+$', description: 'may only contain letters, digits, dots, dashes and underscores' };
+const SHORT = { type: 'string', trim: true, minLength: 1, maxLength: 60, pattern: '^[a-zA-Z0-9_.-]+$', description: 'may only contain letters, digits, dots, dashes and underscores' };
 const locationProps = { short: SHORT, long: { type: 'string', maxLength: 191 } };
 const validateLocation = createValidator<{ short: string; long?: string }>({ required: ['short'], properties: locationProps });
 const validateLocationUpdate = createValidator<{ short?: string; long?: string }>({ properties: locationProps });
@@ -135,32 +135,46 @@ export function nodeAttributes(n: NodeRow): Record<string, unknown> {
   };
 }
 
-const PORT_SPEC = { anyOf: [{ type: 'integer', minimum: 1, maximum: 65535 }, { type: 'string', pattern: '^\\d{1,5}(-\\d{1,5})?$', description: 'must be a port or a range like 25565-25570' }] };
-const validateAllocations = createValidator<{ ip: string; ports: (number | string)[]; alias?: string }>({
+// Entries are checked one by one below, so each bad one gets one message rather than one per anyOf branch.
+const validateAllocations = createValidator<{ ip: string; ports: unknown[]; alias?: string }>({
   required: ['ip', 'ports'],
-  properties: { ip: { type: 'string', maxLength: 45 }, alias: { type: 'string', maxLength: 191 }, ports: { type: 'array', minItems: 1, maxItems: 1000, items: PORT_SPEC } },
+  properties: { ip: { type: 'string', maxLength: 45 }, alias: { type: 'string', maxLength: 191 }, ports: { type: 'array', minItems: 1, maxItems: 1000 } },
 });
 
 /** Most ports one request may add (a range counts each port), like Pterodactyl's 1000. */
 export const MAX_PORTS_PER_REQUEST = 1000;
 
-/** Adds ip:port allocations to a node (ranges expanded, existing ones skipped); returns the new rows. */
+/** The first and last port of a `ports` entry (25565 or "25565-25570"), or undefined when it is neither. */
+function portRange(spec: unknown): [number, number] | undefined {
+  const text = typeof spec === 'number' && Number.isInteger(spec) ? String(spec) : spec;
+  const m = typeof text === 'string' ? /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(text) : null;
+  if (m === null) return undefined;
+  const [a, b] = [Number(m[1]), Number(m[2] ?? m[1])];
+  return a >= 1 && a <= b && b <= 65535 ? [a, b] : undefined;
+}
+
+/**
+ * Adds ip:port allocations to a node (ranges expanded, existing ones skipped); returns the new
+ * rows. The address is stored in its one spelling (canonicalIp: IPv6 compressed in lower case,
+ * IPv4-mapped IPv6 as IPv4), so `::1` and `0:0:0:0:0:0:0:1` are the same endpoint.
+ */
 export async function createAllocations(ctx: PanelContext, nodeId: number, input: unknown): Promise<AllocationRow[]> {
   const v = validateAllocations(input);
   found(await ctx.store.nodes.find(nodeId), 'node');
-  if (isIP(v.ip) === 0) throw validationError([{ field: 'ip', rule: 'ip', detail: 'the ip field must be an IPv4 or IPv6 address' }]);
+  const ip = canonicalIp(v.ip);
+  const problems: FieldProblem[] = ip === undefined ? [{ field: 'ip', rule: 'ip', detail: 'the ip field must be an IPv4 or IPv6 address' }] : [];
   const ports = new Set<number>();
-  for (const spec of v.ports) {
-    const [a, b] = String(spec).split('-').map(Number) as [number, number | undefined];
-    const end = b ?? a;
-    if (a < 1 || end > 65535 || end < a) throw validationError([{ field: 'ports', rule: 'range', detail: `the port range ${String(spec)} is not valid (1-65535, start <= end)` }]);
-    for (let p = a; p <= end; p++) ports.add(p);
-    if (ports.size > MAX_PORTS_PER_REQUEST) throw validationError([{ field: 'ports', rule: 'max', detail: `at most ${MAX_PORTS_PER_REQUEST} ports can be added at once` }]);
+  for (const [i, spec] of v.ports.entries()) {
+    const range = portRange(spec);
+    if (range === undefined) problems.push({ field: `ports.${i}`, rule: 'port', detail: `the ports.${i} field must be a port from 1 to 65535 or a range such as 25565-25570` });
+    else for (let p = range[0]; p <= range[1] && ports.size <= MAX_PORTS_PER_REQUEST; p++) ports.add(p);
   }
+  if (ports.size > MAX_PORTS_PER_REQUEST) problems.push({ field: 'ports', rule: 'max', detail: `at most ${MAX_PORTS_PER_REQUEST} ports can be added at once` });
+  if (ip === undefined || problems.length > 0) throw validationError(problems);
   const added: AllocationRow[] = [];
   for (const port of ports) {
-    if ((await ctx.store.allocations.findBy({ node_id: nodeId, ip: v.ip, port })) !== undefined) continue;
-    added.push(await ctx.store.allocations.insert({ node_id: nodeId, ip: v.ip, port, ip_alias: v.alias ?? null }));
+    if ((await ctx.store.allocations.findBy({ node_id: nodeId, ip, port })) !== undefined) continue;
+    added.push(await ctx.store.allocations.insert({ node_id: nodeId, ip, port, ip_alias: v.alias ?? null }));
   }
   return added;
 }

@@ -5,13 +5,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateSync } from 'otplib';
-import { isAppError } from '../../../src/core/app-error.ts';
+import { isAppError, type AppError } from '../../../src/core/app-error.ts';
 import { hashPassword, verifyPassword } from '../auth/secrets.ts';
 import { beginEnrolment, disableTwoFactor, enableTwoFactor, verifySecondFactor } from '../auth/two-factor.ts';
 import { createAppKey } from '../app-key.ts';
 import { createTestContext } from '../test-context.ts';
 import { authenticateKey, createApiKey } from './api-keys.ts';
-import { createEgg, createNest } from './catalog.ts';
+import { createEgg, createNest, deleteNest, updateEgg } from './catalog.ts';
 import { createAllocations, createNode, nodeByToken, resetNodeToken } from './infrastructure.ts';
 import { createServer, setSuspended, updateServerBuild, updateServerDetails } from './servers.ts';
 import { createUser, deleteUser } from './users.ts';
@@ -131,6 +131,34 @@ describe('panel services', () => {
     assert.deepEqual(holders, [null, null, s.id], 'only the primary allocation is held');
     assert.equal((await updateServerBuild(ctx, s.id, { allocation_id: c?.id })).allocation_id, c?.id, 'the same allocation again changes nothing');
     assert.equal((await ctx.store.allocations.find(c?.id ?? 0))?.server_id, s.id);
+  });
+
+  it('refuses to delete a nest whose egg a server runs, even when an older version moved that egg there', async () => {
+    const ctx = createTestContext();
+    const owner = await createUser(ctx, { username: 'owner', email: 'o@example.test', password: 'long enough' });
+    const { node } = await createNode(ctx, { name: 'n1', fqdn: '127.0.0.1' });
+    const [alloc] = await createAllocations(ctx, node.id, { ip: '127.0.0.1', ports: [25565] });
+    const [home, other] = [await createNest(ctx, { name: 'Games' }), await createNest(ctx, { name: 'Other' })];
+    const egg = await createEgg(ctx, { nest_id: home.id, name: 'Paper', docker_image: 'img:1', startup: 'java' });
+    await createServer(ctx, { name: 'S', owner_id: owner.id, allocation_id: alloc?.id, egg_id: egg.id });
+    assert.equal((await updateEgg(ctx, egg.id, { nest_id: other.id, name: 'Paper 2' })).nest_id, home.id, 'an update never moves the egg');
+    await ctx.store.eggs.update(egg.id, { nest_id: other.id });
+    for (const nest of [home, other]) {
+      const err = await rejects(deleteNest(ctx, nest.id), 'ERR_NEST_IN_USE');
+      assert.deepEqual([(err as AppError).status, (err as AppError).message], [409, 'cannot delete a nest that still has servers']);
+    }
+  });
+
+  it('stores an allocation address in one spelling, so a second spelling adds nothing', async () => {
+    const ctx = createTestContext();
+    const { node } = await createNode(ctx, { name: 'n1', fqdn: '127.0.0.1' });
+    const add = async (ip: string, port: number): Promise<string[]> => (await createAllocations(ctx, node.id, { ip, ports: [port] })).map((a) => a.ip);
+    assert.deepEqual(await add('::1', 25565), ['::1']);
+    assert.deepEqual(await add('0:0:0:0:0:0:0:1', 25565), []);
+    assert.deepEqual(await add('2001:DB8:0:0:0:0:0:A', 25565), ['2001:db8::a']);
+    assert.deepEqual(await add('127.0.0.1', 25565), ['127.0.0.1']);
+    assert.deepEqual(await add('::FFFF:127.0.0.1', 25565), []);
+    assert.deepEqual(await add('::ffff:10.0.0.1', 25566), ['10.0.0.1']);
   });
 
   it('enrols TOTP, refuses replays, and accepts each recovery code once', async () => {

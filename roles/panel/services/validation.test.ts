@@ -1,13 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../../../src/core/app-error.ts';
-import { COUNT, createValidator, ID, problemsOf } from './validation.ts';
+import { COUNT, createShapeCheck, createValidator, ID, NAME, problemsOf } from './validation.ts';
 
 const validate = createValidator<{ id: number; memory?: number; list?: unknown[] }>({ required: ['id'], properties: { id: ID, memory: COUNT, list: { type: 'array' } } });
 
-function problems(input: unknown): string[] {
+function problems(input: unknown, check: (input: unknown) => unknown = validate): string[] {
   try {
-    validate(input);
+    check(input);
     return [];
   } catch (err) {
     assert.ok(err instanceof AppError && err.code === 'ERR_VALIDATION', String(err));
@@ -25,4 +25,25 @@ test('input nested thousands deep is a validation error, not a crash', () => {
   const deep = JSON.parse(`${'['.repeat(20_000)}${']'.repeat(20_000)}`) as unknown[];
   assert.deepEqual(problems({ id: 1, list: deep }), [': the request is nested too deeply']);
   assert.deepEqual(problems({ id: 1, list: [[1], { a: 2 }] }), []);
+});
+
+test('required names are trimmed, and a blank one is required on a create and an update alike', () => {
+  const create = createValidator<{ name: string }>({ required: ['name'], properties: { name: NAME, note: { type: 'string' } } });
+  const update = createValidator<{ name?: string }>({ properties: { name: NAME, note: { type: 'string' } } });
+  assert.deepEqual(create({ name: '  Survival \n', note: '  kept  ' }), { name: 'Survival', note: '  kept  ' });
+  assert.deepEqual(problems({ name: '   ' }, create), ['name: the name field is required']);
+  assert.deepEqual(problems({ name: '' }, update), ['name: the name field is required']);
+  assert.deepEqual(problems({ name: ' \t ' }, update), ['name: the name field is required']);
+  assert.deepEqual(update({}), {}, 'an update without the name keeps it');
+  assert.deepEqual(problems('str', create), [': the request must be an object']);
+});
+
+test('a shape check refuses a body that is no object and wrongly typed groups, in the validators words', () => {
+  const check = createShapeCheck({ limits: { type: 'object' } });
+  for (const body of ['str', [], 5]) assert.deepEqual(problems(body, check), [': the request must be an object'], JSON.stringify(body));
+  assert.deepEqual(problems({ limits: 'x' }, check), ['limits: the limits field must be an object']);
+  assert.deepEqual(problems({ limits: [] }, check), ['limits: the limits field must be an object']);
+  const body = { limits: { memory: 1 }, other: 'kept' };
+  assert.equal(check(body), body, 'the body itself, nothing stripped');
+  assert.deepEqual(check(undefined), {});
 });

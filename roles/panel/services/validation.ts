@@ -43,6 +43,8 @@ export async function inRequestTerms<T>(names: Readonly<Record<string, string>>,
 }
 
 const ajv = new AjvModule.default({ allErrors: true, coerceTypes: false, useDefaults: true, removeAdditional: true, verbose: true });
+// `trim: true` marks a top-level string property that createValidator trims before validating.
+ajv.addKeyword('trim');
 
 const ARTICLE: Readonly<Record<string, string>> = { integer: 'an integer', object: 'an object', array: 'an array', string: 'a string', number: 'a number', boolean: 'true or false', null: 'null' };
 
@@ -91,9 +93,16 @@ function describe(e: ErrorObject): FieldProblem {
   return { field, rule: e.keyword, detail };
 }
 
-/** Compiles a schema into a function that returns the (defaulted) input or throws ERR_VALIDATION. */
+/**
+ * Compiles a schema into a function that returns the (defaulted) input or throws ERR_VALIDATION.
+ * Top-level properties marked `trim: true` (the required names) are trimmed first, as the
+ * reference framework's TrimStrings does: a blank one is "required", on an update too.
+ */
 export function createValidator<T>(schema: object): (input: unknown) => T {
   const validate: ValidateFunction = ajv.compile({ type: 'object', additionalProperties: false, ...schema });
+  const trimmed = Object.entries((schema as { properties?: Record<string, object> }).properties ?? {})
+    .filter(([, s]) => (s as { trim?: boolean }).trim === true)
+    .map(([k]) => k);
   return (input) => {
     let copy: unknown;
     try {
@@ -103,14 +112,54 @@ export function createValidator<T>(schema: object): (input: unknown) => T {
       if (!(err instanceof RangeError)) throw err;
       throw validationError([{ field: '', rule: 'depth', detail: 'the request is nested too deeply' }]);
     }
-    if (!validate(copy)) throw validationError((validate.errors ?? []).map(describe));
-    return copy as T;
+    const out = trimInput(copy, trimmed);
+    const blank = trimmed.filter((k) => Object.hasOwn(copy as object, k) && !Object.hasOwn(out as object, k));
+    const problems = blank.map((k) => ({ field: k, rule: 'required', detail: `the ${k} field is required` }));
+    if (!validate(out)) problems.push(...(validate.errors ?? []).map(describe).filter((p) => !(p.rule === 'required' && blank.includes(p.field))));
+    if (problems.length > 0) throw validationError(problems);
+    return out as T;
   };
 }
 
-export const USERNAME = { type: 'string', minLength: 1, maxLength: 191, pattern: '^[a-zA-Z0-9_.-]+$', description: 'may only contain letters, digits, dots, dashes and underscores' };
-export const EMAIL = { type: 'string', maxLength: 191, pattern: '^[^@\\s]+@[^@\\s]+$', description: 'must be a valid email address' };
-export const NAME = { type: 'string', minLength: 1, maxLength: 191 };
+/**
+ * Request strings as the reference framework's TrimStrings and ConvertEmptyStringsToNull leave
+ * them: the `omitBlank` and `nullable` keys of a JSON object trimmed; a blank `omitBlank` key is
+ * left out (so a required one is reported as required), a blank nullable one becomes null.
+ * Anything that is not an object is returned as it is, for the validator to refuse. Pure.
+ */
+export function trimInput(input: unknown, omitBlank: readonly string[], nullable: readonly string[] = []): unknown {
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
+  const out: Record<string, unknown> = { ...(input as Record<string, unknown>) };
+  for (const k of [...omitBlank, ...nullable]) {
+    const v = out[k];
+    if (typeof v !== 'string') continue;
+    const t = v.trim();
+    if (t !== '') out[k] = t;
+    else if (omitBlank.includes(k)) delete out[k];
+    else out[k] = null;
+  }
+  return out;
+}
+
+/**
+ * Compiles a check of a request body's outer shape, for a route that reshapes the body before a
+ * service validates it (Pterodactyl's nested `limits` flattened, say): the body must be an object,
+ * as createValidator requires (absent = `{}`), and each listed field, when present, must match its
+ * schema. Returns the body itself; throws ERR_VALIDATION in createValidator's words.
+ */
+export function createShapeCheck(properties: Record<string, object> = {}): (input: unknown) => Record<string, unknown> {
+  const validate: ValidateFunction = ajv.compile({ type: 'object', properties });
+  return (input) => {
+    const body = input ?? {};
+    if (!validate(body)) throw validationError((validate.errors ?? []).map(describe));
+    return body as Record<string, unknown>;
+  };
+}
+
+export const USERNAME = { type: 'string', trim: true, minLength: 1, maxLength: 191, pattern: '^[a-zA-Z0-9_.-]+$', description: 'may only contain letters, digits, dots, dashes and underscores' };
+export const EMAIL = { type: 'string', trim: true, maxLength: 191, pattern: '^[^@\\s]+@[^@\\s]+$', description: 'must be a valid email address' };
+/** A required name: trimmed, and blank is missing (see createValidator). */
+export const NAME = { type: 'string', trim: true, minLength: 1, maxLength: 191 };
 export const TEXT = { type: 'string', maxLength: 2000 };
 /** Ids and counts fit a signed 32-bit column, as Pterodactyl's do: 1e300 is an integer to JSON Schema too. */
 const INT_MAX = 2_147_483_647;

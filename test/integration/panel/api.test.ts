@@ -115,6 +115,93 @@ describe('panel APIs', () => {
     assert.equal(key.status, 422, 'an unknown key type is refused, not taken for client');
   });
 
+  it('filters lists by exact fields and sorts them, and refuses filters and sorts a list does not have', async () => {
+    for (const username of ['carol', 'xcarol']) {
+      assert.equal((await panel.api(admin, 'POST', '/api/application/users', { username, email: `${username}@example.com`, password: 'long enough pw' })).status, 201);
+    }
+    type Page = { data: Item[] };
+    const names = async (path: string, field = 'username'): Promise<unknown[]> => {
+      const r = await panel.api(admin, 'GET', path);
+      assert.equal(r.status, 200, `${path}: ${r.text}`);
+      return (r.body as Page).data.map((d) => d.attributes[field]);
+    };
+    // A billing module looks a user up by email and takes data[0]: never the first user of the list.
+    assert.deepEqual(await names('/api/application/users?filter[email]=CAROL@example.com'), ['carol']);
+    assert.deepEqual(await names('/api/application/users?filter[username]=Carol'), ['carol'], 'usernames compare case-insensitively');
+    assert.deepEqual(await names('/api/application/users?filter[email]=nobody@example.com'), []);
+    const carol = ((await panel.api(admin, 'GET', '/api/application/users?filter[username]=carol')).body as Page).data[0]?.attributes.uuid as string;
+    assert.deepEqual(await names(`/api/application/users?filter[uuid]=${carol}`), ['carol']);
+    assert.deepEqual(await names('/api/application/users?filter[search]=carol'), ['carol', 'xcarol'], 'the search filter still matches substrings');
+    const all = await names('/api/application/users', 'id');
+    assert.deepEqual(await names('/api/application/users?sort=-id', 'id'), [...all].reverse());
+    assert.deepEqual(await names(`/api/application/servers?filter[uuidShort]=${server.identifier}`, 'uuid'), [server.uuid]);
+    assert.deepEqual(await names('/api/application/servers?filter[name]=Surv', 'uuid'), [], 'an exact match, not a substring');
+    assert.deepEqual(await names('/api/application/nodes?filter[fqdn]=node1.example.test&sort=-memory', 'id'), [nodeId]);
+    assert.deepEqual(await names('/api/application/locations?filter[short]=fra1', 'short'), ['fra1']);
+    for (const [path, field] of [
+      ['/api/application/users?filter[external_id]=42', 'filter[external_id]'],
+      ['/api/application/users?filter[email]=a@example.com&filter[email]=b@example.com', 'filter[email]'],
+      ['/api/application/servers?filter[external_id]=42', 'filter[external_id]'],
+      ['/api/application/nests?filter[name]=Minecraft', 'filter[name]'],
+      ['/api/application/users?sort=email', 'sort'],
+      ['/api/application/locations?sort=-short', 'sort'],
+      ['/api/application/nests?sort=id', 'sort'],
+      ['/api/application/users?filter[search]=a&filter[search]=b', 'filter[search]'],
+      ['/api/application/nests?search=a&search=b', 'search'],
+    ]) {
+      const r = await panel.api(admin, 'GET', path as string);
+      assert.equal(r.status, 422, `${path}: ${r.text}`);
+      assert.deepEqual((r.body as Errors).errors.map((e) => e.meta?.source_field), [field], path);
+    }
+  });
+
+  it('refuses write bodies that are not objects, and Pterodactyl groups that are not objects', async () => {
+    const nest = ((await panel.api(admin, 'GET', '/api/application/nests')).body as { data: Item[] }).data[0]?.attributes.id as number;
+    const egg = ((await panel.api(admin, 'GET', `/api/application/nests/${nest}/eggs`)).body as { data: Item[] }).data[0]?.attributes.id as number;
+    const json = { 'content-type': 'application/json' };
+    const refused = async (method: string, path: string, body: unknown, field = ''): Promise<void> => {
+      const r = await panel.api(admin, method, path, typeof body === 'string' ? JSON.stringify(body) : body, json);
+      assert.equal(r.status, 422, `${method} ${path} ${JSON.stringify(body)}: ${r.text}`);
+      assert.deepEqual((r.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [[field, field === '' ? 'the request must be an object' : `the ${field} field must be an object`]]);
+    };
+    for (const body of ['str', [], 5]) {
+      await refused('POST', '/api/application/servers', body);
+      await refused('PATCH', `/api/application/servers/${server.id}/details`, body);
+      await refused('PATCH', `/api/application/servers/${server.id}/build`, body);
+      await refused('POST', `/api/application/nests/${nest}/eggs`, body);
+      await refused('PATCH', `/api/application/nests/${nest}/eggs/${egg}`, body);
+      await refused('POST', '/api/application/users/1/api-keys', body);
+      await refused('PATCH', '/api/application/locations/1', body);
+    }
+    await refused('PATCH', `/api/application/servers/${server.id}/build`, { limits: 'x' }, 'limits');
+    await refused('PATCH', `/api/application/servers/${server.id}/build`, { feature_limits: [1] }, 'feature_limits');
+    await refused('POST', '/api/application/servers', { name: 'x', user: 1, egg, allocation: 5, limits: { memory: 1 } }, 'allocation');
+    const after = ((await panel.api(admin, 'GET', `/api/application/servers/${server.id}`)).body as Item).attributes as { name: string; limits: { memory: number } };
+    assert.deepEqual([after.name, after.limits.memory], ['Survival', 2048], 'nothing was changed');
+    assert.equal(((await panel.api(admin, 'GET', '/api/application/servers')).body as { data: Item[] }).data.length, 1, 'nothing was created');
+  });
+
+  it('trims required names, and a blank one is required', async () => {
+    const blank = async (key: string, method: string, path: string, body: Record<string, unknown>, field: string): Promise<void> => {
+      const r = await panel.api(key, method, path, body);
+      assert.equal(r.status, 422, `${method} ${path}: ${r.text}`);
+      assert.deepEqual((r.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [[field, `the ${field} field is required`]]);
+    };
+    await blank(admin, 'PATCH', `/api/application/servers/${server.id}/details`, { name: '  ' }, 'name');
+    await blank(owner, 'POST', `/api/client/servers/${server.identifier}/settings/rename`, { name: '   ' }, 'name');
+    await blank(admin, 'POST', '/api/application/nests', { name: '   ' }, 'name');
+    await blank(admin, 'PATCH', '/api/application/locations/1', { short: ' ' }, 'short');
+    await blank(admin, 'PATCH', `/api/application/nodes/${nodeId}`, { name: '\t' }, 'name');
+    await blank(admin, 'POST', '/api/application/users', { username: ' ', email: 'blank@example.test', password: 'long enough pw' }, 'username');
+    const renamed = await panel.api(admin, 'PATCH', `/api/application/servers/${server.id}/details`, { name: '  Survival  ' });
+    assert.equal((renamed.body as Item).attributes.name, 'Survival');
+    assert.equal((await panel.api(owner, 'POST', `/api/client/servers/${server.identifier}/settings/rename`, { name: ' Survival\n' })).status, 204);
+    assert.equal(((await panel.api(admin, 'GET', `/api/application/servers/${server.id}`)).body as Item).attributes.name, 'Survival');
+    const user = await panel.api(admin, 'POST', '/api/application/users', { username: ' dave ', email: ' Dave@Example.test ', password: 'long enough pw' });
+    assert.equal(user.status, 201, user.text);
+    assert.deepEqual([(user.body as Item).attributes.username, (user.body as Item).attributes.email], ['dave', 'dave@example.test']);
+  });
+
   it('shows the owner their server by uuid or short id, and a stranger a 404', async () => {
     const mine = (await panel.api(owner, 'GET', '/api/client')).body as { data: Item[] };
     assert.deepEqual(mine.data.map((s) => s.attributes.uuid), [server.uuid]);
@@ -207,6 +294,52 @@ describe('panel APIs', () => {
     assert.equal(write.actor.type, 'user');
     assert.match(write.ip, /127\.0\.0\.1/);
     assert.ok(write.properties.file.length > 0);
+  });
+
+  it('scopes every egg route to the nest in the URL and never moves an egg between nests', async () => {
+    const served = ((await panel.api(admin, 'GET', `/api/application/servers/${server.id}`)).body as Item).attributes as { nest: number; egg: number };
+    const other = ((await panel.api(admin, 'POST', '/api/application/nests', { name: 'Other' })).body as Item).attributes.id as number;
+    const spare = ((await panel.api(admin, 'POST', `/api/application/nests/${other}/eggs`, { name: 'Spare', docker_image: 'img:1', startup: 'run' })).body as Item).attributes.id as number;
+    const eggOf = async (nest: number, egg: number): Promise<Record<string, unknown>> => ((await panel.api(admin, 'GET', `/api/application/nests/${nest}/eggs/${egg}`)).body as Item).attributes;
+    for (const [method, nest, egg] of [
+      ['GET', other, served.egg],
+      ['PATCH', other, served.egg],
+      ['DELETE', served.nest, spare],
+      ['PATCH', 999, spare],
+    ] as const) {
+      const r = await panel.api(admin, method, `/api/application/nests/${nest}/eggs/${egg}`, method === 'PATCH' ? { name: 'moved?' } : undefined);
+      assert.equal(r.status, 404, `${method} nest ${nest} egg ${egg}: ${r.text}`);
+      assert.equal((r.body as Errors).errors[0]?.code, 'NotFoundHttpException');
+    }
+    assert.equal((await eggOf(served.nest, served.egg)).nest, served.nest);
+    assert.equal((await eggOf(other, spare)).name, 'Spare', 'the egg of another nest was not deleted');
+    const patched = await panel.api(admin, 'PATCH', `/api/application/nests/${served.nest}/eggs/${served.egg}`, { nest_id: other, nest: other, description: 'kept here' });
+    assert.equal(patched.status, 200, patched.text);
+    assert.deepEqual([(patched.body as Item).attributes.nest, (patched.body as Item).attributes.description], [served.nest, 'kept here']);
+    const inUse = await panel.api(admin, 'DELETE', `/api/application/nests/${served.nest}`);
+    assert.equal(inUse.status, 409);
+    assert.deepEqual((inUse.body as Errors).errors.map((e) => [e.code, e.detail]), [['ConflictHttpException', 'cannot delete a nest that still has servers']]);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nests/${other}/eggs/${spare}`)).status, 204);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nests/${other}`)).status, 204);
+  });
+
+  it('stores each allocation address in one spelling and names each bad port once', async () => {
+    const add = async (ip: string, ports: unknown[]): Promise<{ status: number; ips: unknown[] }> => {
+      const r = await panel.api(admin, 'POST', `/api/application/nodes/${nodeId}/allocations`, { ip, ports });
+      return { status: r.status, ips: (r.body as { data?: Item[] }).data?.map((a) => a.attributes.ip) ?? [] };
+    };
+    assert.deepEqual(await add('::1', [25565]), { status: 201, ips: ['::1'] });
+    assert.deepEqual(await add('0:0:0:0:0:0:0:1', [25565]), { status: 201, ips: [] }, 'the same endpoint spelled out is not added again');
+    assert.deepEqual(await add('::FFFF:127.0.0.1', [25565, 28000]), { status: 201, ips: ['127.0.0.1'] }, 'an IPv4-mapped address is its IPv4 address');
+    const listed = ((await panel.api(admin, 'GET', `/api/application/nodes/${nodeId}/allocations?per_page=100`)).body as { data: Item[] }).data.map((a) => `${String(a.attributes.ip)}:${String(a.attributes.port)}`);
+    assert.equal(listed.filter((a) => a === '::1:25565').length, 1);
+    assert.ok(!listed.some((a) => a.startsWith('::ffff:') || a.startsWith('0:0:')), listed.join(' '));
+
+    const bad = await panel.api(admin, 'POST', `/api/application/nodes/${nodeId}/allocations`, { ip: '127.0.0.1', ports: [0, '0', 28001, 'x', 65536, '25570-25565', true] });
+    assert.equal(bad.status, 422);
+    const want = (i: number): [string, string] => [`ports.${i}`, `the ports.${i} field must be a port from 1 to 65535 or a range such as 25565-25570`];
+    assert.deepEqual((bad.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [0, 1, 3, 4, 5, 6].map(want));
+    assert.ok(!JSON.stringify((await panel.api(admin, 'GET', `/api/application/nodes/${nodeId}/allocations?per_page=100`)).body).includes('28001'), 'nothing was added');
   });
 
   it('refuses to delete records still in use', async () => {

@@ -6,7 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { jsonObject } from './handlers.ts';
-import { slugify, trimInput } from './service.ts';
+import { trimInput } from '../../services/validation.ts';
+import { slugify } from './service.ts';
 
 test('trimInput trims the named keys, leaves out blank required ones and nulls blank nullable ones', () => {
   assert.deepEqual(trimInput({ name: '  Prod  ', slug: '   ', icon: ' star ', color: '#112233', other: '  kept  ' }, ['name', 'color'], ['slug', 'icon']), {

@@ -8,7 +8,7 @@
 import { AppError } from '../../../../src/core/app-error.ts';
 import type { PanelContext } from '../../context.ts';
 import { found, now } from '../../services/records.ts';
-import { COUNT, createValidator, ID, validationError } from '../../services/validation.ts';
+import { COUNT, createValidator, ID, trimInput, validationError } from '../../services/validation.ts';
 import type { AllocationRow } from '../../store/records.ts';
 import { gradeNode, recommendNodes, type NodeGrade, type NodeRecommendation } from './health.ts';
 import { resolveName } from './naming.ts';
@@ -90,26 +90,6 @@ function stripEmpty(config: unknown): unknown {
 export function slugify(name: string): string {
   const s = name.normalize('NFKD').replace(/\p{M}+/gu, '').toLowerCase().replace(/[^a-z0-9_]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 60);
   return s === '' ? 'tag' : s;
-}
-
-/**
- * Request strings as the reference framework's TrimStrings and ConvertEmptyStringsToNull leave
- * them: the `omitBlank` and `nullable` keys of a JSON object trimmed; a blank `omitBlank` key is
- * left out (so a required one is reported as required), a blank nullable one becomes null.
- * Anything that is not an object is returned as it is, for the validator to refuse. Pure.
- */
-export function trimInput(input: unknown, omitBlank: readonly string[], nullable: readonly string[] = []): unknown {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return input;
-  const out: Record<string, unknown> = { ...(input as Record<string, unknown>) };
-  for (const k of [...omitBlank, ...nullable]) {
-    const v = out[k];
-    if (typeof v !== 'string') continue;
-    const t = v.trim();
-    if (t !== '') out[k] = t;
-    else if (omitBlank.includes(k)) delete out[k];
-    else out[k] = null;
-  }
-  return out;
 }
 
 export function tagAttributes(t: TagRow): Record<string, unknown> {
