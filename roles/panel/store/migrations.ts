@@ -4,6 +4,8 @@
  * attribute names of the APIs (Pterodactyl's snake_case), so rows map to attributes without a
  * translation table.
  */
+import type { DatabaseSync } from 'node:sqlite';
+import { canonicalIp } from '../../../src/lib/ip-match.ts';
 import type { Migration } from '../../../src/lib/sqlite.ts';
 
 export const CORE_MIGRATIONS: readonly Migration[] = [
@@ -183,4 +185,45 @@ export const CORE_MIGRATIONS: readonly Migration[] = [
       CREATE INDEX deleted_node_tokens_token ON deleted_node_tokens(token_id);
     `,
   },
+  {
+    // Allocations added before addresses were stored in one spelling: `0:0:0:0:0:0:0:1` becomes
+    // `::1`. Where both spellings of one endpoint exist, the row a server uses is kept.
+    version: 3,
+    name: 'allocation addresses in one spelling',
+    up: canonicalAllocationIps,
+  },
 ];
+
+interface AllocationIpRow {
+  id: number;
+  node_id: number;
+  ip: string;
+  port: number;
+  server_id: number | null;
+}
+
+/**
+ * Rewrites each allocation's address to canonicalIp's spelling. A row whose endpoint already
+ * exists in that spelling is merged: the unassigned one of the two goes; two assigned rows (two
+ * servers on one endpoint) are both left as they are, for the operator to sort out.
+ */
+function canonicalAllocationIps(db: DatabaseSync): void {
+  const rows = db.prepare('SELECT id, node_id, ip, port, server_id FROM allocations').all() as unknown as AllocationIpRow[];
+  const twin = db.prepare('SELECT id, node_id, ip, port, server_id FROM allocations WHERE node_id = ? AND ip = ? AND port = ?');
+  const remove = db.prepare('DELETE FROM allocations WHERE id = ?');
+  const rename = db.prepare('UPDATE allocations SET ip = ? WHERE id = ?');
+  for (const row of rows) {
+    const ip = canonicalIp(row.ip);
+    if (ip === undefined || ip === row.ip) continue;
+    const other = twin.get(row.node_id, ip, row.port) as unknown as AllocationIpRow | undefined;
+    if (other !== undefined) {
+      if (row.server_id === null) {
+        remove.run(row.id);
+        continue;
+      }
+      if (other.server_id !== null) continue;
+      remove.run(other.id);
+    }
+    rename.run(ip, row.id);
+  }
+}
