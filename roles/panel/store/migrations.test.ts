@@ -1,25 +1,16 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { insertServerFixture } from '../test-context.ts';
 import { openPanelStore } from './store.ts';
 
 test('migration 3 stores allocation addresses in one spelling and merges the twins it finds', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-panel-migrate-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const store = openPanelStore(dir);
-  const at = new Date().toISOString();
-  const user = await store.users.insert({ uuid: randomUUID(), username: 'u', email: 'u@x', password: 'x', created_at: at, updated_at: at });
-  const loc = await store.locations.insert({ short: 'l', created_at: at, updated_at: at });
-  const node = await store.nodes.insert({ uuid: randomUUID(), name: 'n', location_id: loc.id, fqdn: 'x', token_id: 'x', token_hash: 'x', token_encrypted: 'x', created_at: at, updated_at: at });
-  const nest = await store.nests.insert({ uuid: randomUUID(), name: 'ne', created_at: at, updated_at: at });
-  const egg = await store.eggs.insert({ uuid: randomUUID(), nest_id: nest.id, name: 'e', docker_image: 'i', startup: 's', created_at: at, updated_at: at });
-  const server = await store.createServer({
-    uuid: randomUUID(), identifier: 'abcd1234', name: 's', description: '', owner_id: user.id, node_id: node.id, allocation_id: null, nest_id: nest.id, egg_id: egg.id,
-    memory: 0, swap: 0, disk: 0, io: 500, cpu: 0, threads: null, oom_disabled: 1, databases: 0, allocations: 0, backups: 0, startup: '', image: '', suspended: 0, created_at: at, updated_at: at,
-  });
+  const { node, server } = await insertServerFixture(store);
   // Rows as an older panel wrote them, then migration 3 made pending again.
   const { db } = store.sqlite;
   const add = db.prepare('INSERT INTO allocations (node_id, ip, port, server_id) VALUES (?, ?, ?, ?)');

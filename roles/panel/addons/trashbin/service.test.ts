@@ -6,14 +6,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { FileCall } from '../../context.ts';
 import { createActivityLog } from '../../services/activity.ts';
 import { openPanelStore } from '../../store/store.ts';
-import { createTestContext } from '../../test-context.ts';
+import { createTestContext, insertServerFixture } from '../../test-context.ts';
 import { TRASHBIN_MIGRATIONS } from './migrations.ts';
 import { createTrashService } from './service.ts';
 import { createTrashStore } from './store.ts';
@@ -31,16 +30,7 @@ test('the purge removes entries and orphan items once their retention has passed
   });
   const ctx = { ...base, store, activity: createActivityLog(store, (err) => { throw err; }) };
 
-  const at = new Date().toISOString();
-  const user = await store.users.insert({ uuid: randomUUID(), username: 'u', email: 'u@x', password: 'x', created_at: at, updated_at: at });
-  const loc = await store.locations.insert({ short: 'l', created_at: at, updated_at: at });
-  const node = await store.nodes.insert({ uuid: randomUUID(), name: 'n', location_id: loc.id, fqdn: 'x', token_id: 'x', token_hash: 'x', token_encrypted: 'x', created_at: at, updated_at: at });
-  const nest = await store.nests.insert({ uuid: randomUUID(), name: 'ne', created_at: at, updated_at: at });
-  const egg = await store.eggs.insert({ uuid: randomUUID(), nest_id: nest.id, name: 'e', docker_image: 'i', startup: 's', created_at: at, updated_at: at });
-  const server = await store.createServer({
-    uuid: randomUUID(), identifier: 'abcd1234', name: 's', description: '', owner_id: user.id, node_id: node.id, allocation_id: null, nest_id: nest.id, egg_id: egg.id,
-    memory: 0, swap: 0, disk: 0, io: 500, cpu: 0, threads: null, oom_disabled: 1, databases: 0, allocations: 0, backups: 0, startup: '', image: '', suspended: 0, created_at: at, updated_at: at,
-  });
+  const { user, server } = await insertServerFixture(store);
   const vol = (...p: string[]): string => join(volumes, server.uuid, ...p);
   mkdirSync(vol('.trash', '41'), { recursive: true });
   writeFileSync(vol('.trash', '41', 'inner.txt'), 'orphan');
