@@ -8,7 +8,7 @@ import { createAllocations, deleteAllocation } from '../services/infrastructure.
 import { found } from '../services/records.ts';
 import type { NodeRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
-import { actionButton, failedForm, formBody, formOf, formSummary, inputField, postForm, type FormState } from './forms.ts';
+import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, postForm, type FormState } from './forms.ts';
 import { html } from './html.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage } from './respond.ts';
 
@@ -34,7 +34,7 @@ export function registerAdminAllocations(admin: FastifyInstance, ctx: PanelConte
         ({ a, server }) =>
           html`<tr><td>${a.ip}</td><td>${a.ip_alias ?? ''}</td><td>${a.port}</td><td>${
             server === undefined ? html`<span class="badge">free</span>` : html`<a href="/admin/servers/${server.id}">${server.name}</a>`
-          }</td><td>${server === undefined ? actionButton(`/admin/nodes/${node.id}/allocations/${a.id}/delete`, csrf, 'Delete', 'danger') : ''}</td></tr>`,
+          }</td><td>${server === undefined ? confirmButton(`/admin/nodes/${node.id}/allocations/${a.id}/delete`, csrf, 'Delete', `Delete allocation ${a.ip}:${a.port}?`) : ''}</td></tr>`,
       )}</tbody></table>${pager(page, `/admin/nodes/${node.id}/allocations`)}
 <h2>Add allocations</h2>${formSummary(form)}<div class="card">${postForm(
         `/admin/nodes/${node.id}/allocations`,

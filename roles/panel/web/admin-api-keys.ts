@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { PanelContext } from '../context.ts';
 import { createApiKey, type KeyType } from '../services/api-keys.ts';
 import { setFlash } from './flash.ts';
-import { actionButton, failedForm, formBody, formOf, formSummary, inputField, postForm, selectField, type FormState } from './forms.ts';
+import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, postForm, selectField, type FormState } from './forms.ts';
 import { html } from './html.ts';
 import type { Notice } from './layout.ts';
 import { adminAudit, csrfToken, sendPage, seeOther } from './respond.ts';
@@ -22,7 +22,7 @@ export function registerAdminApiKeys(admin: FastifyInstance, ctx: PanelContext):
       (k) =>
         html`<tr><td><code>${k.identifier}</code></td><td>${k.key_type}</td><td>${k.memo}</td><td>${(JSON.parse(k.allowed_ips) as string[]).join(', ') || 'any'}</td><td>${
           k.last_used_at ?? 'never'
-        }</td><td>${k.created_at}</td><td>${actionButton(`/admin/api/${k.identifier}/delete`, csrf, 'Revoke', 'danger')}</td></tr>`,
+        }</td><td>${k.created_at}</td><td>${confirmButton(`/admin/api/${k.identifier}/delete`, csrf, 'Revoke', `Revoke key ${k.identifier}? Clients using it are refused at once.`)}</td></tr>`,
     )}</tbody></table>
 <h2>Create key</h2>${formSummary(form)}<div class="card">${postForm(
       '/admin/api',

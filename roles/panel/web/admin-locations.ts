@@ -8,7 +8,7 @@ import { createLocation, deleteLocation, updateLocation } from '../services/infr
 import { found } from '../services/records.ts';
 import type { LocationRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
-import { actionButton, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, type FormState } from './forms.ts';
+import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, type FormState } from './forms.ts';
 import { html } from './html.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage } from './respond.ts';
 
@@ -43,7 +43,7 @@ export function registerAdminLocations(admin: FastifyInstance, ctx: PanelContext
         `/admin/locations/${location.id}`,
         csrf,
         html`${fields(form)}<div class="actions"><button type="submit">Save</button></div>`,
-      )}</div><div class="card"><h2>Delete</h2><p>A location that still has nodes cannot be deleted.</p>${actionButton(`/admin/locations/${location.id}/delete`, csrf, 'Delete location', 'danger')}</div>`,
+      )}</div><div class="card"><h2>Delete</h2><p>A location that still has nodes cannot be deleted.</p>${confirmButton(`/admin/locations/${location.id}/delete`, csrf, 'Delete location', `Delete location ${location.short}?`)}</div>`,
     });
   };
 

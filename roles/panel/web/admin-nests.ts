@@ -9,7 +9,7 @@ import { createEgg, createNest, deleteEgg, deleteNest, updateEgg, updateNest } f
 import { found } from '../services/records.ts';
 import type { EggRow, NestRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
-import { actionButton, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, textareaField, type FormState } from './forms.ts';
+import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, textareaField, type FormState } from './forms.ts';
 import { html, type SafeHtml } from './html.ts';
 import { adminAudit, csrfToken, idParam, refused, seeOther, sendPage } from './respond.ts';
 
@@ -61,7 +61,7 @@ export function registerAdminNests(admin: FastifyInstance, ctx: PanelContext): v
       )}</tbody></table>
 <h2>Create egg</h2>${formSummary(eggForm)}<div class="card">${postForm(`/admin/nests/${nest.id}/eggs`, csrf, html`${eggFields(eggForm)}<div class="actions"><button type="submit">Create egg</button></div>`)}</div>
 <h2>Nest settings</h2>${formSummary(nestForm)}<div class="card">${postForm(`/admin/nests/${nest.id}`, csrf, html`${nestFields(nestForm)}<div class="actions"><button type="submit">Save</button></div>`)}</div>
-<div class="card"><h2>Delete</h2><p>Deletes the nest and its eggs; refused while servers use it.</p>${actionButton(`/admin/nests/${nest.id}/delete`, csrf, 'Delete nest', 'danger')}</div>`,
+<div class="card"><h2>Delete</h2><p>Deletes the nest and its eggs; refused while servers use it.</p>${confirmButton(`/admin/nests/${nest.id}/delete`, csrf, 'Delete nest', `Delete nest ${nest.name} and its eggs?`)}</div>`,
     });
   };
 
@@ -73,7 +73,7 @@ export function registerAdminNests(admin: FastifyInstance, ctx: PanelContext): v
       status,
       body: html`<h1>Egg ${egg.name}</h1><p>Nest <a href="/admin/nests/${egg.nest_id}">${nest?.name ?? '?'}</a> · UUID <code>${egg.uuid}</code></p>
 ${formSummary(form)}<div class="card">${postForm(`/admin/eggs/${egg.id}`, csrf, html`${eggFields(form)}<div class="actions"><button type="submit">Save</button></div>`)}</div>
-<div class="card"><h2>Delete</h2><p>Refused while servers use this egg.</p>${actionButton(`/admin/eggs/${egg.id}/delete`, csrf, 'Delete egg', 'danger')}</div>`,
+<div class="card"><h2>Delete</h2><p>Refused while servers use this egg.</p>${confirmButton(`/admin/eggs/${egg.id}/delete`, csrf, 'Delete egg', `Delete egg ${egg.name}?`)}</div>`,
     });
   };
 

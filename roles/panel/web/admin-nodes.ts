@@ -9,7 +9,7 @@ import { createNode, deleteNode, resetNodeToken, updateNode } from '../services/
 import { found } from '../services/records.ts';
 import type { NodeRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
-import { actionButton, checkboxField, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, selectField, textareaField, type FormState } from './forms.ts';
+import { confirmButton, checkboxField, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, selectField, textareaField, type FormState } from './forms.ts';
 import { html, type SafeHtml } from './html.ts';
 import type { Notice } from './layout.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage } from './respond.ts';
@@ -95,13 +95,13 @@ export function registerAdminNodes(admin: FastifyInstance, ctx: PanelContext): v
       body: html`<h1>Node ${node.name}</h1>
 <p>UUID <code>${node.uuid}</code> · ${servers} server(s) · <a href="/admin/nodes/${node.id}/allocations">${allocations} allocation(s)</a></p>
 ${formSummary(form)}<div class="card"><h2>Settings</h2>${postForm(`/admin/nodes/${node.id}`, csrf, html`${await fields(form, true)}<div class="actions"><button type="submit">Save</button></div>`)}</div>
-<div class="card"><h2>Pairing token</h2><p>Token id <code>${node.token_id}</code>. Resetting issues a new token; the old one stops working at once.</p>${actionButton(
+<div class="card"><h2>Pairing token</h2><p>Token id <code>${node.token_id}</code>. Resetting issues a new token; the old one stops working at once.</p>${confirmButton(
         `/admin/nodes/${node.id}/token`,
         csrf,
         'Reset pairing token',
-        'secondary',
+        `Reset the pairing token of node ${node.name}? Its agent is refused until it has the new token and is restarted.`,
       )}</div>
-<div class="card"><h2>Delete</h2><p>A node that still has servers cannot be deleted.</p>${actionButton(`/admin/nodes/${node.id}/delete`, csrf, 'Delete node', 'danger')}</div>`,
+<div class="card"><h2>Delete</h2><p>A node that still has servers cannot be deleted.</p>${confirmButton(`/admin/nodes/${node.id}/delete`, csrf, 'Delete node', `Delete node ${node.name} and its allocations?`)}</div>`,
     });
   };
 

@@ -11,6 +11,7 @@ import type { ServerRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
 import {
   actionButton,
+  confirmButton,
   failedForm,
   formBody,
   formOf,
@@ -127,7 +128,7 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
 <div class="card"><h2>Suspension</h2><p>${suspended ? 'The server is suspended: its users cannot use it.' : 'Suspending stops the server for its users until it is unsuspended.'}</p>${
       suspended ? actionButton(`/admin/servers/${server.id}/unsuspend`, csrf, 'Unsuspend server', 'secondary') : actionButton(`/admin/servers/${server.id}/suspend`, csrf, 'Suspend server', 'danger')
     }</div>
-<div class="card"><h2>Delete</h2><p>Deletes the server record and releases its allocations.</p>${actionButton(`/admin/servers/${server.id}/delete`, csrf, 'Delete server', 'danger')}</div>`;
+<div class="card"><h2>Delete</h2><p>Deletes the server record and releases its allocations.</p>${confirmButton(`/admin/servers/${server.id}/delete`, csrf, 'Delete server', `Delete server ${server.name}? Its record is removed and its allocations are released.`)}</div>`;
     return sendPage(req, reply, { title: `Server ${server.name}`, body, status: o.status });
   };
 

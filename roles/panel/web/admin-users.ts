@@ -9,7 +9,7 @@ import { createUser, deleteUser, updateUser, userUpdateProperties } from '../ser
 import { found } from '../services/records.ts';
 import type { UserRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
-import { actionButton, checkboxField, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, type FormState } from './forms.ts';
+import { confirmButton, checkboxField, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, type FormState } from './forms.ts';
 import { html } from './html.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam, seeOther, sendPage } from './respond.ts';
 import { currentSession } from './web-auth.ts';
@@ -60,7 +60,7 @@ export function registerAdminUsers(admin: FastifyInstance, ctx: PanelContext): v
       )}</div>
 <div class="card"><p>UUID <code>${user.uuid}</code> · two-factor ${user.use_totp === 1 ? 'enabled' : 'disabled'} · created ${user.created_at}</p>
 <h2>Servers</h2>${servers.length === 0 ? html`<p>None.</p>` : html`<ul>${servers.map((s) => html`<li><a href="/admin/servers/${s.id}">${s.name}</a> <code>${s.identifier}</code></li>`)}</ul>`}
-<h2>Delete</h2><p>A user who still owns servers cannot be deleted.</p>${actionButton(`/admin/users/${user.id}/delete`, csrf, 'Delete user', 'danger')}</div>`,
+<h2>Delete</h2><p>A user who still owns servers cannot be deleted.</p>${confirmButton(`/admin/users/${user.id}/delete`, csrf, 'Delete user', `Delete user ${user.username}? This cannot be undone.`)}</div>`,
     });
   };
 

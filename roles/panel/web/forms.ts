@@ -168,7 +168,17 @@ export function postForm(action: string, csrf: string, body: SafeHtml | SafeHtml
   return html`<form method="post" action="${action}" class="${o.className ?? ''}">${csrfField(csrf)}${body}</form>`;
 }
 
-/** A one-button POST form (delete, suspend, revoke). */
+/** A one-button POST form (suspend, unthrottle, purge); what cannot be undone takes `confirmButton`. */
 export function actionButton(action: string, csrf: string, label: string, kind: 'danger' | 'secondary' | '' = ''): SafeHtml {
   return postForm(action, csrf, html`<button type="submit" class="${kind}">${label}</button>`);
+}
+
+/**
+ * A one-button POST form for what cannot be undone (delete, revoke, reset): `label` only opens
+ * the `question`, and the action runs from the button under it, "Yes, <label>". A disclosure, not
+ * a script, so it asks in every browser and from the keyboard (the pages run no script);
+ * `fields` go into the form too (`_method`).
+ */
+export function confirmButton(action: string, csrf: string, label: string, question: string, fields: SafeHtml = html``): SafeHtml {
+  return html`<details class="confirm"><summary class="button">${label}</summary>${postForm(action, csrf, html`${fields}<p>${question}</p><button type="submit" class="danger">Yes, ${label.toLowerCase()}</button>`)}</details>`;
 }

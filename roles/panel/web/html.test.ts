@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { html, raw } from './html.ts';
 import { createLoginThrottle } from './login-throttle.ts';
-import { formBody, inputOf } from './forms.ts';
+import { confirmButton, formBody, inputOf } from './forms.ts';
+import { layout } from './layout.ts';
 import { portList } from './admin-allocations.ts';
 
 test('html escapes interpolations, keeps nested html and raw, drops null/undefined/false', () => {
@@ -50,4 +51,18 @@ test('form values become typed service input', () => {
   assert.deepEqual(values, { name: ' web ', memory: '512', cpu: 'lots', disk: '', flag: 'on', list: 'b' });
   assert.deepEqual(inputOf(values, { textOrOmit: ['name', 'missing'], int: ['memory', 'cpu', 'disk'], bool: ['flag', 'other'] }), { name: 'web', memory: 512, cpu: 'lots', flag: true, other: false });
   assert.deepEqual(portList('25565, 25570-25575  25580,'), ['25565', '25570-25575', '25580']);
+});
+
+test('confirmButton: the label only opens the escaped question; the action runs from the button under it', () => {
+  const out = confirmButton('/admin/servers/7/delete', 'tok', 'Delete server', 'Delete server <b>x</b>?', html`<input type="hidden" name="_method" value="DELETE">`).value;
+  assert.equal(
+    out,
+    '<details class="confirm"><summary class="button">Delete server</summary><form method="post" action="/admin/servers/7/delete" class=""><input type="hidden" name="_csrf" value="tok"><input type="hidden" name="_method" value="DELETE"><p>Delete server &lt;b&gt;x&lt;/b&gt;?</p><button type="submit" class="danger">Yes, delete server</button></form></details>',
+  );
+});
+
+test('layout: the page names its icon (no request for /favicon.ico) and stacks the navigation on narrow screens', () => {
+  const page = layout({ title: 'T', body: html`<p>x</p>`, user: { username: 'root', root_admin: 1 }, csrf: 'tok' });
+  assert.match(page, /<link rel="icon" href="data:,">/);
+  assert.match(page, /@media \(max-width:48rem\)\{[^@]*\.wrap\{display:block[^@]*table\{display:block;overflow-x:auto\}/);
 });

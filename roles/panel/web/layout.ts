@@ -2,7 +2,9 @@
  * The page frame of the admin web: header with the signed-in user and the logout form, the
  * navigation of the registry (core pages and addons), notices, and the page body. Addons render
  * their pages through `layout` (or `sendPage`, which fills user, CSRF token and flash notices) so
- * every page looks and behaves the same. No JavaScript: the CSP forbids scripts.
+ * every page looks and behaves the same. No JavaScript: the CSP forbids inline scripts. Below 48rem
+ * (a phone) the navigation stacks above the page and wide tables scroll inside their own box, so
+ * nothing is cut off.
  */
 import { html, raw, type SafeHtml } from './html.ts';
 import { activeNavHref, navSections } from './nav.ts';
@@ -39,7 +41,7 @@ main{flex:1;padding:1.2rem 1.6rem;max-width:72rem}
 h1{font-size:1.4rem;margin:.2rem 0 1rem}h2{font-size:1.1rem;margin:1.6rem 0 .6rem}
 table{width:100%;border-collapse:collapse;background:#fff;border:1px solid #dde3ea;margin-bottom:1rem}
 th,td{text-align:left;padding:.45rem .6rem;border-bottom:1px solid #eef1f4;vertical-align:top}th{background:#f8fafc;font-weight:600;font-size:.85rem}
-td form{display:inline}
+td form{display:inline}td code{overflow-wrap:anywhere}
 .card{background:#fff;border:1px solid #dde3ea;border-radius:6px;padding:1rem 1.2rem;margin-bottom:1rem}.card>h2:first-child{margin-top:0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(15rem,1fr));gap:.4rem 1rem}
 .stats{display:grid;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr));gap:.8rem;margin-bottom:1rem}
@@ -60,6 +62,15 @@ button.danger{background:#c62828}button.secondary{background:#616e7c}
 .badge{display:inline-block;padding:0 .45rem;border-radius:9px;font-size:.78rem;background:#e4e7eb}.badge.red{background:#fdecea;color:#c62828}.badge.green{background:#e7f6ec;color:#1b7d3a}
 .pager{display:flex;gap:.8rem;align-items:center}
 .narrow{max-width:26rem;margin:3rem auto}
+details.confirm{display:inline-block}details.confirm>summary{list-style:none;background:#c62828}details.confirm>summary::-webkit-details-marker{display:none}
+details.confirm[open]>summary{background:#616e7c}details.confirm p{margin:.5rem 0}
+@media (max-width:48rem){
+header{flex-wrap:wrap;padding:.6rem .8rem}
+.wrap{display:block;min-height:0}
+nav{width:auto;display:flex;flex-wrap:wrap;gap:0 .3rem;padding:.4rem .8rem;border-right:0;border-bottom:1px solid #dde3ea}nav h4{flex-basis:100%;margin:.4rem 0 0}
+main{padding:1rem .8rem;overflow-wrap:anywhere}.card{padding:.8rem}
+table{display:block;overflow-x:auto}
+}
 `);
 
 function navigation(path: string): SafeHtml {
@@ -86,7 +97,7 @@ export function layout(o: LayoutOptions): string {
   const content = user?.root_admin === 1 ? html`<div class="wrap">${navigation(o.path ?? '')}${main}</div>` : main;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>${o.title} · hostkit panel</title><style>${CSS}</style></head>
+<link rel="icon" href="data:,"><title>${o.title} · hostkit panel</title><style>${CSS}</style></head>
 <body>${header}${content}</body></html>`.value;
 }
 

@@ -12,6 +12,7 @@ import { found } from '../../services/records.ts';
 import type { ServerRow } from '../../store/records.ts';
 import {
   actionButton,
+  confirmButton,
   adminAudit,
   checkboxField,
   csrfToken,
@@ -130,7 +131,7 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
             <td>${c.online ? html`<span class="badge green">online</span>` : !c.registered ? html`<span class="badge">never registered</span>` : html`<span class="badge red">offline</span>`}</td>
             <td>${String(c.version ?? '-')}</td><td>${String(c.last_seen_at ?? '-')}</td><td data-k="containers">${String(c.containers)}</td>
             <td data-k="rx">${formatRate(Number(c.rx_rate_bps))}</td><td data-k="tx">${formatRate(Number(c.tx_rate_bps))}</td><td data-k="throttled">${String(c.throttled)}</td><td data-k="exceeded">${String(c.quota_exceeded)}</td>
-            <td>${actionButton(`/admin/nodes/${String(c.id)}/token`, csrf, 'Reset token', 'danger')}</td></tr>`,
+            <td>${confirmButton(`/admin/nodes/${String(c.id)}/token`, csrf, 'Reset token', `Reset the pairing token of node ${String(c.name)}? Its agent is refused until it has the new token and is restarted.`)}</td></tr>`,
         )}</table>${scripts()}`,
     });
   });

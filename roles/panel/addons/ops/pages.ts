@@ -8,6 +8,7 @@ import type { PanelContext } from '../../context.ts';
 import type { Page } from '../../store/repository.ts';
 import {
   actionButton,
+  confirmButton,
   checkboxField,
   csrfToken,
   formOf,
@@ -110,11 +111,7 @@ export async function tagsPage(req: FastifyRequest, reply: FastifyReply, service
     tags.length === 0
       ? html`<p>No tags yet.</p>`
       : html`<table id="ops-tags"><tr><th>Tag</th><th>Slug</th><th>Default</th><th></th></tr>${tags.map(
-          (t) => html`<tr><td><span class="badge" style="background:${t.color}">&nbsp;</span> ${t.name}</td><td><code>${t.slug}</code></td><td>${t.is_default === 1 ? 'yes' : ''}</td><td>${postForm(
-            `${BASE}/tags/${t.id}`,
-            csrf,
-            html`<input type="hidden" name="_method" value="DELETE"><button type="submit" class="danger">Delete</button>`,
-          )}<details><summary>Edit</summary>${postForm(
+          (t) => html`<tr><td><span class="badge" style="background:${t.color}">&nbsp;</span> ${t.name}</td><td><code>${t.slug}</code></td><td>${t.is_default === 1 ? 'yes' : ''}</td><td>${confirmButton(`${BASE}/tags/${t.id}`, csrf, 'Delete', `Delete tag ${t.name}? It is removed from every server.`, html`<input type="hidden" name="_method" value="DELETE">`)}<details><summary>Edit</summary>${postForm(
             `${BASE}/tags/${t.id}`,
             csrf,
             html`<input type="hidden" name="_method" value="PUT">${tagForm({ ...tagAttributes(t), is_default: t.is_default === 1 ? 'on' : '' } as Record<string, string | number | null>, `t${t.id}-`)}<div class="actions"><button type="submit">Save tag</button></div>`,
@@ -146,7 +143,7 @@ export async function templatesPage(req: FastifyRequest, reply: FastifyReply, h:
             csrf,
             'Clone',
             'secondary',
-          )}${postForm(`${BASE}/templates/${id}`, csrf, html`<input type="hidden" name="_method" value="DELETE"><button type="submit" class="danger">Delete</button>`)}<details><summary>Edit</summary>${postForm(
+          )}${confirmButton(`${BASE}/templates/${id}`, csrf, 'Delete', `Delete template ${String(t.name)} and its revisions?`, html`<input type="hidden" name="_method" value="DELETE">`)}<details><summary>Edit</summary>${postForm(
             `${BASE}/templates/${id}/save`,
             csrf,
             html`${fields(f)}<div class="actions"><button type="submit">Save as a new revision</button></div>`,

@@ -12,6 +12,7 @@ import type { PanelContext } from '../../context.ts';
 import { createValidator, ID, validationError } from '../../services/validation.ts';
 import {
   actionButton,
+  confirmButton,
   adminAudit,
   checkboxField,
   csrfToken,
@@ -88,10 +89,10 @@ export function registerTrashAdminPages(admin: FastifyInstance, ctx: PanelContex
             'logging_enabled',
             'Write activity-log entries for trash, restore, purge and empty',
           )}${checkboxField(f, 'protect_trash_dir', 'Protect the trash folder (no moving files into or out of it, no deleting it in the file manager)')}<div class="actions"><button type="submit">Save settings</button></div>`,
-        )}<div class="actions">${actionButton(`${PAGE}/purge-now`, csrf, 'Purge expired entries now', 'secondary')}${actionButton(`${PAGE}/reset`, csrf, 'Reset settings to defaults', 'danger')}</div></div>
+        )}<div class="actions">${actionButton(`${PAGE}/purge-now`, csrf, 'Purge expired entries now', 'secondary')}${confirmButton(`${PAGE}/reset`, csrf, 'Reset settings to defaults', 'Reset the seven trash bin settings to their defaults? Egg overrides and the trash itself are unchanged.')}</div></div>
         <div class="card"><h2>Egg overrides</h2><p class="help">Per egg, instead of the global values; a server override (set in the database) wins over both. Blank inherits; 0 MB is unlimited.</p>
         <table id="trash-egg-overrides"><tr><th>Egg</th><th>Retention</th><th>Trash size</th><th></th></tr>${overrides.map(
-          (o) => html`<tr><td>${eggName.get(o.egg_id) ?? `#${o.egg_id}`}</td><td>${o.retention_hours === null ? 'inherited' : `${o.retention_hours} h`}</td><td>${sizeText(o.max_bytes)}</td><td>${actionButton(`${PAGE}/egg/${o.egg_id}/delete`, csrf, 'Delete', 'danger')}</td></tr>`,
+          (o) => html`<tr><td>${eggName.get(o.egg_id) ?? `#${o.egg_id}`}</td><td>${o.retention_hours === null ? 'inherited' : `${o.retention_hours} h`}</td><td>${sizeText(o.max_bytes)}</td><td>${confirmButton(`${PAGE}/egg/${o.egg_id}/delete`, csrf, 'Delete', `Delete the override of egg ${eggName.get(o.egg_id) ?? `#${o.egg_id}`}? The egg follows the global settings again.`)}</td></tr>`,
         )}</table>${formSummary(eggForm)}${postForm(
           `${PAGE}/egg`,
           csrf,
