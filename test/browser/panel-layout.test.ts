@@ -1,7 +1,8 @@
 /**
  * The admin web as a browser shows it, against the real panel (`hostkit panel serve`): pages load
  * without a console error or a failed request (no /favicon.ico 404), fit a phone's width without
- * cutting content off (the navigation stacks, wide tables scroll inside their box), and what
+ * cutting content off (the navigation stacks, wide tables scroll inside their box), name every
+ * field (a label or aria-label), and what
  * cannot be undone asks first: the Delete button opens the question, and only "Yes, delete" acts.
  */
 import assert from 'node:assert/strict';
@@ -67,6 +68,11 @@ test('admin pages: no console error or failed request, nothing wider than a phon
     assert.ok(scroll <= client, `${path} is ${scroll}px wide on a ${client}px screen`);
     const [nav, main] = [await page.locator('nav').boundingBox(), await page.locator('main').boundingBox()];
     assert.ok(nav !== null && main !== null && nav.y + nav.height <= main.y, `${path}: the navigation is not above the content`);
+    // Every field has a name a screen reader can say: a label, or aria-label where a placeholder stands in for one.
+    const unnamed = await page.evaluate<string[]>(
+      `[...document.querySelectorAll('main input:not([type=hidden]), main select, main textarea')].filter((e) => e.labels.length === 0 && !e.getAttribute('aria-label')).map((e) => e.name)`,
+    );
+    assert.deepEqual(unnamed, [], `${path}: fields without a label`);
   }
 
   // Then it deletes, from the button under the question (the keyboard opens it too).

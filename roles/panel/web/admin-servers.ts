@@ -144,7 +144,7 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
       })),
     );
     const body = html`<h1>Servers</h1>
-<form method="get" action="/admin/servers" class="actions"><input name="q" value="${q}" placeholder="Search name or identifier" style="max-width:20rem"><button type="submit" class="secondary">Search</button><a class="button" href="/admin/servers/new">Create server</a></form>
+<form method="get" action="/admin/servers" class="actions"><input type="search" name="q" value="${q}" aria-label="Search servers by name or identifier" placeholder="Search name or identifier" style="max-width:20rem"><button type="submit" class="secondary">Search</button><a class="button" href="/admin/servers/new">Create server</a></form>
 <table id="servers"><thead><tr><th>Name</th><th>Identifier</th><th>Owner</th><th>Node</th><th>Connection</th><th>Status</th></tr></thead><tbody>${rows.map(
       ({ s, owner, node, allocation }) =>
         html`<tr><td><a href="/admin/servers/${s.id}">${s.name}</a></td><td><code>${s.identifier}</code></td><td>${owner}</td><td>${node}</td><td>${

@@ -68,7 +68,7 @@ export function registerAdminUsers(admin: FastifyInstance, ctx: PanelContext): v
     const q = searchParam(req);
     const page = await ctx.store.users.list({ page: pageParam(req), search: { columns: ['username', 'email', 'first_name', 'last_name'], term: q } });
     const body = html`<h1>Users</h1>
-<form method="get" action="/admin/users" class="actions"><input name="q" value="${q}" placeholder="Search username or email" style="max-width:20rem"><button type="submit" class="secondary">Search</button><a class="button" href="/admin/users/new">Create user</a></form>
+<form method="get" action="/admin/users" class="actions"><input type="search" name="q" value="${q}" aria-label="Search users by username or email" placeholder="Search username or email" style="max-width:20rem"><button type="submit" class="secondary">Search</button><a class="button" href="/admin/users/new">Create user</a></form>
 <table><thead><tr><th>ID</th><th>Username</th><th>Email</th><th>Name</th><th>Role</th><th>2FA</th></tr></thead><tbody>${page.items.map(
       (u) => html`<tr><td>${u.id}</td><td><a href="/admin/users/${u.id}">${u.username}</a></td><td>${u.email}</td><td>${`${u.first_name} ${u.last_name}`.trim()}</td><td>${
         u.root_admin === 1 ? html`<span class="badge">admin</span>` : ''

@@ -208,7 +208,7 @@ export async function auditPage(req: FastifyRequest, reply: FastifyReply, ctx: P
   if (filters.action !== '') extra.action = filters.action;
   if (filters.actorId !== undefined) extra.actor_id = String(filters.actorId);
   const body = html`<h1>Operations audit log</h1>
-<form method="get" action="${BASE}/audit" class="actions"><input name="action" value="${filters.action}" placeholder="Action contains" style="max-width:16rem"><input name="actor_id" value="${filters.actorId ?? ''}" placeholder="Actor id" style="max-width:8rem"><button type="submit" class="secondary">Filter</button></form>
+<form method="get" action="${BASE}/audit" class="actions"><input name="action" value="${filters.action}" aria-label="Action contains" placeholder="Action contains" style="max-width:16rem"><input name="actor_id" value="${filters.actorId ?? ''}" aria-label="Actor id" placeholder="Actor id" style="max-width:8rem"><button type="submit" class="secondary">Filter</button></form>
 <table id="ops-audit"><tr><th>Time</th><th>Action</th><th>Actor</th><th>Server</th><th>Details</th></tr>${page.items.map(
     (r) => html`<tr><td>${r.created_at}</td><td><code>${r.action}</code></td><td>${r.actor_id === null ? '—' : (users.get(r.actor_id) ?? `#${r.actor_id}`)}</td><td>${r.server_id === null ? '—' : html`<a href="/admin/servers/${r.server_id}">#${r.server_id}</a>`}</td><td><code>${r.payload}</code></td></tr>`,
   )}</table>${pager(page, `${BASE}/audit`, extra)}`;
