@@ -17,7 +17,8 @@ import type { Ban, BanList } from './ban-list.ts';
 import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
 import { globalFileOf, proxyGlobalSpec, siteSpecFor } from './config.ts';
 import { signatureOf } from './config-state.ts';
-import { ConflictError, ValidationError, type ConfigWriter } from './config-writer.ts';
+import { SITE_ID } from './site-ids.ts';
+import { ConflictError, ValidationError, withoutUnknownKeys, type ConfigWriter } from './config-writer.ts';
 import type { ProxyRuntime, ReloadOutcome } from './proxy-runtime.ts';
 import type { ConnectionSlots } from './connection-slots.ts';
 import type { QuotaStore } from './quota-store.ts';
@@ -120,6 +121,8 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
   // file with problems keeps the last good config, tokens included (spec/3 §2.1).
   const globalFile = globalFileOf(runtime.state.root);
   const siteSpec = siteSpecFor(runtime.state.root);
+  // A site as JSON: the keys the loader ignored are not configuration (a PUT keeps them in the file).
+  const siteJson = (config: unknown): unknown => withoutUnknownKeys(config, siteSpec.schema);
   let globalSeen = signatureOf(globalFile);
   app.addHook('onRequest', async () => {
     const signature = signatureOf(globalFile);
@@ -210,7 +213,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
         secured.get<{ Params: { id: string } }>('/sites/:id', (req) => {
           const site = runtime.current().byId.get(req.params.id);
           if (!site) throw new AppError('ERR_NOT_FOUND', `no site with id ${JSON.stringify(req.params.id)}`, { status: 404 });
-          return api.ok(site.config);
+          return api.ok(siteJson(site.config));
         });
         secured.get<{ Querystring: { site?: string; limit?: string } }>('/stats/minutes', (req) => {
           const site = req.query.site;
@@ -227,12 +230,12 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
         secured.post<{ Body: unknown }>('/sites', async (req, reply) => {
           const r = writer.createSite(req.body);
           logger.info({ by: req.adminToken?.name, site: r.site.id, file: r.file }, 'site created through the admin API');
-          return reply.code(201).send(api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload), warnings: warningsOf(r.file, siteSpec) }));
+          return reply.code(201).send(api.ok({ site: siteJson(r.site), file: r.file, reload: reloadSummary(r.reload), warnings: warningsOf(r.file, siteSpec) }));
         });
         secured.put<{ Params: { id: string }; Body: unknown }>('/sites/:id', (req) => {
           const r = writer.replaceSite(req.params.id, req.body);
           logger.info({ by: req.adminToken?.name, site: r.site.id, file: r.file }, 'site replaced through the admin API');
-          return api.ok({ site: r.site, file: r.file, reload: reloadSummary(r.reload), warnings: warningsOf(r.file, siteSpec) });
+          return api.ok({ site: siteJson(r.site), file: r.file, reload: reloadSummary(r.reload), warnings: warningsOf(r.file, siteSpec) });
         });
         secured.delete<{ Params: { id: string } }>('/sites/:id', (req) => {
           const r = writer.deleteSite(req.params.id);
@@ -260,7 +263,9 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
             throw new AppError('ERR_BAD_REQUEST', `duration_secs must be an integer from 1 to ${MAX_API_BAN_SECS}`, { status: 400 });
           }
           const site = body?.site ?? null;
-          if (site !== null && typeof site !== 'string') throw new AppError('ERR_BAD_REQUEST', 'site must be a site id or null', { status: 400 });
+          // A site id as spec/3 §2.3 writes them: "" would be stored as the every-site ban, a NUL
+          // would split the ban's key into another IP and site.
+          if (site !== null && (typeof site !== 'string' || !SITE_ID.test(site))) throw new AppError('ERR_BAD_REQUEST', 'site must be a site id ([A-Za-z0-9._-]{1,64}) or null', { status: 400 });
           // A ban for a site that does not exist (yet) is allowed: it applies once the site does.
           const ban = bans.add(ip, site, secs, 'admin');
           logger.info({ by: req.adminToken?.name, ip, site, duration_secs: secs }, 'client banned through the admin API');

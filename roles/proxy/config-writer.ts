@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { parse } from 'yaml';
 import { AppError, errorMessage } from '../../src/core/app-error.ts';
-import { ConfigError, loadConfigText, type ConfigProblem } from '../../src/core/config-loader.ts';
+import { ConfigError, loadConfigText, type ConfigProblem, type SchemaNode } from '../../src/core/config-loader.ts';
 import type { ProxySiteConfig } from '../../src/contracts/types.ts';
 import { globalFileOf, HeaderTarget, headerTag, proxyGlobalSpec, siteSpecFor, type ProxySiteFile } from './config.ts';
 import { normalizeName } from './host-router.ts';
@@ -18,30 +18,89 @@ import { siteIdFrom, uniqueSiteId } from './site-ids.ts';
 import { isPlainObject, patchYamlText, writeFileAtomic, yamlText } from './yaml-edit.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
 
-/** Every default of a config kind: what its validator fills into an empty document. */
-function defaultsOf(validate: (data: unknown) => boolean): Record<string, unknown> {
-  const filled: Record<string, unknown> = {};
-  validate(filled);
-  return filled;
+/**
+ * A key the loader ignores (spec/3 §2.1, §9 "unknown fields are ignored"): one the schema of its
+ * object does not list, as the loader's unknown-key warning decides.
+ */
+function isUnknownKey(schema: SchemaNode | undefined, key: string): boolean {
+  return schema?.properties !== undefined && schema.additionalProperties === undefined && !(key in schema.properties);
 }
 
 /**
- * `value` without the keys the file does not write and whose value is the default: a body from
+ * What the validator fills in for an absent field: its `default`, with the defaults of that
+ * default's own fields (an object section written `default: {}` gets every inner default).
+ */
+function defaultOf(schema: SchemaNode | undefined): unknown {
+  if (schema === undefined || !('default' in schema)) return undefined;
+  const value = structuredClone(schema['default']);
+  if (isPlainObject(value)) {
+    for (const [key, child] of Object.entries(schema.properties ?? {})) {
+      const inner = key in value ? undefined : defaultOf(child);
+      if (inner !== undefined) value[key] = inner;
+    }
+  }
+  return value;
+}
+
+/**
+ * A config object as the API presents it: without the keys the loader ignores, which are not
+ * configuration (GET /sites/{id} and the answers of site writes). Runs per answer.
+ */
+export function withoutUnknownKeys(value: unknown, schema: SchemaNode | undefined): unknown {
+  if (Array.isArray(value)) return value.map((item) => withoutUnknownKeys(item, schema?.items));
+  if (!isPlainObject(value)) return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(value)) if (!isUnknownKey(schema, key)) out[key] = withoutUnknownKeys(v, schema?.properties?.[key]);
+  return out;
+}
+
+/**
+ * The file's entry of a list that a body's list item replaces: the one with the same `id` (a
+ * custom rule), else, for items without one (tokens), the one at the same position while the list
+ * keeps its length. Undefined when the item is new.
+ */
+function writtenEntry(item: Record<string, unknown>, i: number, value: unknown[], written: unknown): unknown {
+  if (!Array.isArray(written)) return undefined;
+  const id = item['id'];
+  if (id !== undefined) return written.find((w) => isPlainObject(w) && w['id'] === id);
+  return written.length === value.length ? written[i] : undefined;
+}
+
+/**
+ * A body value as the file should hold it, given what the file holds there (`written`, undefined
+ * when nothing): objects, and objects inside lists (custom rules, tokens), go through asWritten;
+ * anything else is the body's.
+ */
+function valueAsWritten(value: unknown, written: unknown, schema: SchemaNode | undefined): unknown {
+  if (isPlainObject(value)) return asWritten(value, written, schema);
+  if (Array.isArray(value)) return value.map((item, i) => (isPlainObject(item) ? asWritten(item, writtenEntry(item, i, value, written), schema?.items) : item));
+  return value;
+}
+
+/**
+ * `value` (a PUT body) as the file should hold it, given the file's current content `written`.
+ * A key the file does not write and whose value is the default is left out: a body from
  * `GET /sites/{id}` (every default filled in) sent back with one change writes that change, not
  * every default, so the file stays as short as the operator wrote it and later defaults apply.
+ * Keys the loader ignores (an operator's notes, a later version's fields) are not configuration,
+ * so GET does not show them: the file's own are kept where the body leaves them out, and a null
+ * in the body removes one.
  */
-function withoutUnwrittenDefaults(value: Record<string, unknown>, written: unknown, defaults: unknown): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+function asWritten(value: Record<string, unknown>, written: unknown, schema: SchemaNode | undefined): Record<string, unknown> {
   const file = isPlainObject(written) ? written : {};
-  const given = isPlainObject(defaults) ? defaults : {};
+  const out: Record<string, unknown> = {};
   for (const [key, v] of Object.entries(value)) {
-    if (key in file) {
-      out[key] = isPlainObject(v) ? withoutUnwrittenDefaults(v, file[key], given[key]) : v;
-    } else if (!isDeepStrictEqual(v, given[key])) {
-      const kept = isPlainObject(v) && isPlainObject(given[key]) ? withoutUnwrittenDefaults(v, undefined, given[key]) : v;
+    const child = schema?.properties?.[key];
+    if (isUnknownKey(schema, key)) {
+      if (v !== null) out[key] = v;
+    } else if (key in file) {
+      out[key] = valueAsWritten(v, file[key], child);
+    } else if (!isDeepStrictEqual(v, defaultOf(child))) {
+      const kept = valueAsWritten(v, undefined, child);
       if (!isPlainObject(kept) || Object.keys(kept).length > 0) out[key] = kept;
     }
   }
+  for (const [key, v] of Object.entries(file)) if (!(key in value) && isUnknownKey(schema, key)) out[key] = v;
   return out;
 }
 
@@ -117,9 +176,7 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
   const { state } = runtime;
   const root = state.root;
   const siteSpec = siteSpecFor(root);
-  const siteDefaults = defaultsOf(siteSpec.validate);
-  const globalDefaults = defaultsOf(proxyGlobalSpec.validate);
-  /** What a file's text holds (null when it does not parse), for withoutUnwrittenDefaults. */
+  /** What a file's text holds (null when it does not parse), for asWritten. */
   const writtenIn = (text: string): unknown => {
     try {
       return parse(text, { customTags: [headerTag] }) as unknown;
@@ -201,7 +258,7 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
       } catch {
         // The file went away: write it fresh.
       }
-      const text = patchYamlText(old, withoutUnwrittenDefaults({ ...value, id }, writtenIn(old), siteDefaults), [headerTag]);
+      const text = patchYamlText(old, asWritten({ ...value, id }, writtenIn(old), siteSpec.schema), [headerTag]);
       const config = validated(() => loadConfigText<ProxySiteConfig>(text, current.file, siteSpec));
       checkHostnames(config, current.file);
       write(current.file, text);
@@ -226,7 +283,7 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
       } catch {
         // Written fresh.
       }
-      const text = patchYamlText(old, withoutUnwrittenDefaults(value, writtenIn(old), globalDefaults));
+      const text = patchYamlText(old, asWritten(value, writtenIn(old), proxyGlobalSpec.schema));
       validated(() => loadConfigText(text, file, proxyGlobalSpec));
       write(file, text);
       return reload();

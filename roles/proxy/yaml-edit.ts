@@ -16,6 +16,11 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype;
 }
 
+/** Whether a list item's node and a new plain-object value are the same entry: same `id`, or neither has one. */
+function sameEntry(node: unknown, value: unknown): boolean {
+  return isPlainObject(value) && isMap(node) && node.get('id') === value['id'];
+}
+
 /**
  * Returns the node that should hold `value`: `node` itself changed in place when the shape fits
  * (keeping its comments), else a new node. Keys missing from `value` are removed.
@@ -32,7 +37,10 @@ function patchNode(doc: Document, node: unknown, value: unknown): unknown {
     }
     return node;
   }
-  if (isSeq(node) && Array.isArray(value) && node.items.length === value.length && value.every((v) => v === null || typeof v !== 'object')) {
+  // Items are patched by position (a list of rules keeps each rule's style and comments) when the
+  // list holds the same items in the same order; a list that changed otherwise is written anew,
+  // so no comment ends up above another rule.
+  if (isSeq(node) && Array.isArray(value) && node.items.length === value.length && value.every((v, i) => v === null || typeof v !== 'object' || sameEntry(node.items[i], v))) {
     node.items.forEach((item, i) => {
       node.items[i] = patchNode(doc, item, value[i]) as Node;
     });

@@ -249,6 +249,58 @@ test('site CRUD writes the files and applies at once', async () => {
   }
 });
 
+test('a GET sent back through PUT with one change writes only that change: no rule defaults, unknown keys kept and not shown', async () => {
+  const file = join(root.sitesDir, 'trip.yaml');
+  // Written in the style the API writes YAML in (flow collections without padding), so the texts compare exactly.
+  const text = [
+    '# round trip: written by hand',
+    'id: trip',
+    'hostnames: [trip.test]',
+    `origin: {url: "${origin.url}"}`,
+    'x-team: platform # an operator extension key',
+    'protection:',
+    '  rate_limit: {per_ip: {requests: 50, window_secs: 10}}',
+    '  waf:',
+    '    custom_rules:',
+    '      # the tenant rule',
+    '      - {id: tenant, name: banned tenant, target: !header X-Tenant, pattern: "^acme-test$"}',
+    '      - {id: ie, name: old browsers, target: user_agent, pattern: "msie [5-8]\\\\.", action: log, x-ticket: OPS-12}',
+    '',
+  ].join('\n');
+  writeFileSync(file, text);
+  await until('the site served', async () => (await api(root, 'GET', '/sites/trip')).status === 200);
+  const got = await api(root, 'GET', '/sites/trip');
+  assert.equal(got.body.data['x-team'], undefined, 'ignored keys are not configuration');
+  assert.deepEqual(got.body.data.protection.waf.custom_rules[0], { id: 'tenant', name: 'banned tenant', target: { header: 'X-Tenant' }, pattern: '^acme-test$', enabled: true, action: 'block' });
+
+  const same = await api(root, 'PUT', '/sites/trip', { body: got.body.data });
+  assert.equal(same.status, 200, JSON.stringify(same.body));
+  assert.equal(same.body.data.site['x-team'], undefined);
+  assert.deepEqual(same.body.data.warnings, ['/x-team: unknown key, ignored', '/protection/waf/custom_rules/1/x-ticket: unknown key, ignored']);
+  assert.equal(readFileSync(file, 'utf8'), text, 'an unchanged GET writes the file as it was');
+
+  const data = structuredClone(got.body.data);
+  data.protection.rate_limit.per_ip.requests = 60;
+  const changed = await api(root, 'PUT', '/sites/trip', { body: data });
+  assert.equal(changed.status, 200, JSON.stringify(changed.body));
+  assert.equal(readFileSync(file, 'utf8'), text.replace('requests: 50', 'requests: 60'), 'only the change is written');
+
+  // A null removes an ignored key; leaving it out keeps it.
+  const dropped = await api(root, 'PUT', '/sites/trip', { body: { ...data, 'x-team': null } });
+  assert.equal(dropped.status, 200, JSON.stringify(dropped.body));
+  assert.doesNotMatch(readFileSync(file, 'utf8'), /x-team/);
+  assert.match(readFileSync(file, 'utf8'), /x-ticket: OPS-12/);
+
+  // Without the first rule, the other keeps its own ignored key (rules pair by id, not position).
+  data.protection.waf.custom_rules.shift();
+  const fewer = await api(root, 'PUT', '/sites/trip', { body: data });
+  assert.equal(fewer.status, 200, JSON.stringify(fewer.body));
+  const rules = (parse(readFileSync(file, 'utf8')) as { protection: { waf: { custom_rules: Record<string, unknown>[] } } }).protection.waf.custom_rules;
+  assert.deepEqual(rules, [{ id: 'ie', name: 'old browsers', target: 'user_agent', pattern: 'msie [5-8]\\.', action: 'log', 'x-ticket': 'OPS-12' }]);
+  assert.doesNotMatch(readFileSync(file, 'utf8'), /# the tenant rule/, 'no comment is left above another rule');
+  assert.equal((await api(root, 'DELETE', '/sites/trip')).status, 200);
+});
+
 test('unknown fields written through the API come back as warnings naming their path; a clean write has none', async () => {
   const created = await api(root, 'POST', '/sites', {
     body: { id: 'typo', hostnames: ['typo.test'], origin: { url: origin.url }, protection: { rate_limt: { enabled: false } }, tls: { enabeld: true } },
@@ -257,7 +309,11 @@ test('unknown fields written through the API come back as warnings naming their 
   assert.deepEqual(created.body.data.warnings, ['/protection/rate_limt: unknown key, ignored', '/tls/enabeld: unknown key, ignored']);
   // And logged (the log reaches this process through a pipe of its own, maybe after the answer).
   await until('the warning in the log', () => /typo\.yaml.*\/protection\/rate_limt: unknown key, ignored/.test(proxy.output()));
-  const fixed = await api(root, 'PUT', '/sites/typo', { body: { hostnames: ['typo.test'], origin: { url: origin.url }, protection: { rate_limit: { enabled: false } } } });
+  // A body without the typo keeps it (keys the loader ignores stay in the file) and says so; a null removes it.
+  const kept = await api(root, 'PUT', '/sites/typo', { body: { hostnames: ['typo.test'], origin: { url: origin.url }, protection: { rate_limit: { enabled: false } } } });
+  assert.equal(kept.status, 200, JSON.stringify(kept.body));
+  assert.deepEqual(kept.body.data.warnings, ['/protection/rate_limt: unknown key, ignored']);
+  const fixed = await api(root, 'PUT', '/sites/typo', { body: { hostnames: ['typo.test'], origin: { url: origin.url }, protection: { rate_limit: { enabled: false }, rate_limt: null } } });
   assert.equal(fixed.status, 200, JSON.stringify(fixed.body));
   assert.deepEqual(fixed.body.data.warnings, []);
   // config.yaml here already holds one unknown key of its own (admin_note).
@@ -265,7 +321,7 @@ test('unknown fields written through the API come back as warnings naming their 
   assert.equal(global.status, 200, JSON.stringify(global.body));
   assert.deepEqual(global.body.data.warnings, ['/admin_note: unknown key, ignored', '/evnets: unknown key, ignored']);
   const { evnets: _typo, ...clean } = currentGlobal();
-  assert.deepEqual((await api(root, 'PUT', '/global', { body: clean })).body.data.warnings, ['/admin_note: unknown key, ignored']);
+  assert.deepEqual((await api(root, 'PUT', '/global', { body: { ...clean, evnets: null } })).body.data.warnings, ['/admin_note: unknown key, ignored']);
   assert.equal((await api(root, 'DELETE', '/sites/typo')).status, 200);
 });
 

@@ -179,6 +179,13 @@ test('admin API: ban list CRUD, validation and roles', async () => {
   assert.equal(bad.status, 400);
   assert.equal((await api(root, 'POST', '/bans', { body: { ip: '192.0.2.1', duration_secs: 0 } })).status, 400);
   assert.equal((await api(root, 'POST', '/bans', { body: { ip: '192.0.2.1', duration_secs: 60, site: 5 } })).status, 400);
+  // Not site ids: an empty one was stored as the every-site ban, a NUL split the stored key.
+  for (const notAnId of ['', 'a\u0000b', 'a b', 'x'.repeat(65)]) {
+    const refused = await api(root, 'POST', '/bans', { body: { ip: '198.18.0.77', duration_secs: 60, site: notAnId } });
+    assert.deepEqual([refused.status, refused.body.meta.code], [400, 'ERR_BAD_REQUEST'], JSON.stringify(notAnId));
+  }
+  assert.ok(!(await api(root, 'GET', '/bans')).body.data.bans.some((b: { ip: string }) => b.ip.includes('198.18.0.77')), 'nothing was stored');
+  assert.equal((await hit('conn', '198.18.0.77')).status, 200);
   assert.equal((await api(root, 'POST', '/bans', { token: READONLY_TOKEN, body: { ip: '192.0.2.1', duration_secs: 60 } })).status, 403);
   const add = await api(root, 'POST', '/bans', { body: { ip: '2001:db8::99', duration_secs: 120 } });
   assert.equal(add.status, 201);
