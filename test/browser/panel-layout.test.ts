@@ -2,7 +2,7 @@
  * The admin web as a browser shows it, against the real panel (`hostkit panel serve`): pages load
  * without a console error or a failed request (no /favicon.ico 404), fit a phone's width without
  * cutting content off (the navigation stacks, wide tables scroll inside their box), name every
- * field (a label or aria-label), and what
+ * field (a label or aria-label), say when a list is empty, and what
  * cannot be undone asks first: the Delete button opens the question, and only "Yes, delete" acts.
  */
 import assert from 'node:assert/strict';
@@ -59,6 +59,12 @@ test('admin pages: no console error or failed request, nothing wider than a phon
   assert.equal(page.url(), locationUrl);
   await page.goto(`${base}/admin/locations`);
   assert.match((await page.textContent('table')) ?? '', /eu-west-frankfurt-datacenter-one/);
+
+  // An empty list says so rather than showing a bare header row.
+  for (const [path, none] of [['/admin/api', 'No API keys yet.'], ['/admin/bandwidth/events', 'No bandwidth events yet.'], ['/admin/ops/audit', 'No audit entries found.']]) {
+    await page.goto(`${base}${path}`);
+    assert.equal((await page.textContent('main table td.none'))?.trim(), none, path);
+  }
 
   // A phone: every page fits its width (no sideways scrolling of the page, the navigation stacked above).
   await page.setViewportSize({ width: 375, height: 700 });

@@ -10,7 +10,7 @@ import type { NodeRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
 import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, postForm, type FormState } from './forms.ts';
 import { html } from './html.ts';
-import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage } from './respond.ts';
+import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage, rowsOrNone } from './respond.ts';
 
 /** "25565, 25570-25580 25590" -> ['25565', '25570-25580', '25590']. Pure. */
 export function portList(text: string): string[] {
@@ -30,12 +30,12 @@ export function registerAdminAllocations(admin: FastifyInstance, ctx: PanelConte
       title: `Allocations of ${node.name}`,
       status,
       body: html`<h1>Allocations of <a href="/admin/nodes/${node.id}">${node.name}</a></h1>
-<table><thead><tr><th>IP</th><th>Alias</th><th>Port</th><th>Server</th><th></th></tr></thead><tbody>${rows.map(
+<table><thead><tr><th>IP</th><th>Alias</th><th>Port</th><th>Server</th><th></th></tr></thead><tbody>${rowsOrNone(rows.map(
         ({ a, server }) =>
           html`<tr><td>${a.ip}</td><td>${a.ip_alias ?? ''}</td><td>${a.port}</td><td>${
             server === undefined ? html`<span class="badge">free</span>` : html`<a href="/admin/servers/${server.id}">${server.name}</a>`
           }</td><td>${server === undefined ? confirmButton(`/admin/nodes/${node.id}/allocations/${a.id}/delete`, csrf, 'Delete', `Delete allocation ${a.ip}:${a.port}?`) : ''}</td></tr>`,
-      )}</tbody></table>${pager(page, `/admin/nodes/${node.id}/allocations`)}
+      ), 5, 'No allocations on this node yet.')}</tbody></table>${pager(page, `/admin/nodes/${node.id}/allocations`)}
 <h2>Add allocations</h2>${formSummary(form)}<div class="card">${postForm(
         `/admin/nodes/${node.id}/allocations`,
         csrf,

@@ -9,7 +9,7 @@ import { setFlash } from './flash.ts';
 import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, postForm, selectField, type FormState } from './forms.ts';
 import { html } from './html.ts';
 import type { Notice } from './layout.ts';
-import { adminAudit, csrfToken, sendPage, seeOther } from './respond.ts';
+import { adminAudit, csrfToken, sendPage, seeOther, rowsOrNone } from './respond.ts';
 import { currentSession } from './web-auth.ts';
 
 /** Registers the API key pages on the admin scope; runs once at app build. */
@@ -18,12 +18,12 @@ export function registerAdminApiKeys(admin: FastifyInstance, ctx: PanelContext):
     const csrf = csrfToken(req, reply);
     const keys = await ctx.store.apiKeys.all({ user_id: currentSession(req).user.id });
     const body = html`<h1>API keys</h1>
-<table><thead><tr><th>Identifier</th><th>Type</th><th>Memo</th><th>Allowed IPs</th><th>Last used</th><th>Created</th><th></th></tr></thead><tbody>${keys.map(
+<table><thead><tr><th>Identifier</th><th>Type</th><th>Memo</th><th>Allowed IPs</th><th>Last used</th><th>Created</th><th></th></tr></thead><tbody>${rowsOrNone(keys.map(
       (k) =>
         html`<tr><td><code>${k.identifier}</code></td><td>${k.key_type}</td><td>${k.memo}</td><td>${(JSON.parse(k.allowed_ips) as string[]).join(', ') || 'any'}</td><td>${
           k.last_used_at ?? 'never'
         }</td><td>${k.created_at}</td><td>${confirmButton(`/admin/api/${k.identifier}/delete`, csrf, 'Revoke', `Revoke key ${k.identifier}? Clients using it are refused at once.`)}</td></tr>`,
-    )}</tbody></table>
+    ), 7, 'No API keys yet.')}</tbody></table>
 <h2>Create key</h2>${formSummary(form)}<div class="card">${postForm(
       '/admin/api',
       csrf,

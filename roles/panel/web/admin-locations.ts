@@ -10,7 +10,7 @@ import type { LocationRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
 import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, type FormState } from './forms.ts';
 import { html } from './html.ts';
-import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage } from './respond.ts';
+import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage, rowsOrNone } from './respond.ts';
 
 const INPUT = { textOrOmit: ['short'], text: ['long'] } as const;
 
@@ -27,9 +27,9 @@ export function registerAdminLocations(admin: FastifyInstance, ctx: PanelContext
       title: 'Locations',
       status,
       body: html`<h1>Locations</h1>
-<table><thead><tr><th>ID</th><th>Short code</th><th>Description</th><th>Nodes</th></tr></thead><tbody>${rows.map(
+<table><thead><tr><th>ID</th><th>Short code</th><th>Description</th><th>Nodes</th></tr></thead><tbody>${rowsOrNone(rows.map(
         ({ l, nodes }) => html`<tr><td>${l.id}</td><td><a href="/admin/locations/${l.id}">${l.short}</a></td><td>${l.long}</td><td>${nodes}</td></tr>`,
-      )}</tbody></table>${pager(page, '/admin/locations')}
+      ), 4, 'No locations yet.')}</tbody></table>${pager(page, '/admin/locations')}
 <h2>Create location</h2>${formSummary(form)}<div class="card">${postForm('/admin/locations', csrfToken(req, reply), html`${fields(form)}<div class="actions"><button type="submit">Create location</button></div>`)}</div>`,
     });
   };

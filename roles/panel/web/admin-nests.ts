@@ -11,7 +11,7 @@ import type { EggRow, NestRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
 import { confirmButton, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, textareaField, type FormState } from './forms.ts';
 import { html, type SafeHtml } from './html.ts';
-import { adminAudit, csrfToken, idParam, refused, seeOther, sendPage } from './respond.ts';
+import { adminAudit, csrfToken, idParam, refused, seeOther, sendPage, rowsOrNone } from './respond.ts';
 
 const NEST_INPUT = { textOrOmit: ['name'], text: ['description', 'author'] } as const;
 const EGG_INPUT = { textOrOmit: ['name', 'docker_image', 'startup'], text: ['description', 'author'] } as const;
@@ -40,9 +40,9 @@ export function registerAdminNests(admin: FastifyInstance, ctx: PanelContext): v
       title: 'Nests',
       status,
       body: html`<h1>Nests</h1>
-<table><thead><tr><th>ID</th><th>Name</th><th>Description</th><th>Eggs</th></tr></thead><tbody>${rows.map(
+<table><thead><tr><th>ID</th><th>Name</th><th>Description</th><th>Eggs</th></tr></thead><tbody>${rowsOrNone(rows.map(
         ({ n, eggs }) => html`<tr><td>${n.id}</td><td><a href="/admin/nests/${n.id}">${n.name}</a></td><td>${n.description}</td><td>${eggs}</td></tr>`,
-      )}</tbody></table>
+      ), 4, 'No nests yet.')}</tbody></table>
 <h2>Create nest</h2>${formSummary(form)}<div class="card">${postForm('/admin/nests', csrfToken(req, reply), html`${nestFields(form)}<div class="actions"><button type="submit">Create nest</button></div>`)}</div>`,
     });
   };
@@ -56,9 +56,9 @@ export function registerAdminNests(admin: FastifyInstance, ctx: PanelContext): v
       title: `Nest ${nest.name}`,
       status: o.status,
       body: html`<h1>Nest ${nest.name}</h1>
-<h2>Eggs</h2><table><thead><tr><th>ID</th><th>Name</th><th>Docker image</th></tr></thead><tbody>${eggs.map(
+<h2>Eggs</h2><table><thead><tr><th>ID</th><th>Name</th><th>Docker image</th></tr></thead><tbody>${rowsOrNone(eggs.map(
         (e) => html`<tr><td>${e.id}</td><td><a href="/admin/eggs/${e.id}">${e.name}</a></td><td><code>${e.docker_image}</code></td></tr>`,
-      )}</tbody></table>
+      ), 3, 'No eggs in this nest yet.')}</tbody></table>
 <h2>Create egg</h2>${formSummary(eggForm)}<div class="card">${postForm(`/admin/nests/${nest.id}/eggs`, csrf, html`${eggFields(eggForm)}<div class="actions"><button type="submit">Create egg</button></div>`)}</div>
 <h2>Nest settings</h2>${formSummary(nestForm)}<div class="card">${postForm(`/admin/nests/${nest.id}`, csrf, html`${nestFields(nestForm)}<div class="actions"><button type="submit">Save</button></div>`)}</div>
 <div class="card"><h2>Delete</h2><p>Deletes the nest and its eggs; refused while servers use it.</p>${confirmButton(`/admin/nests/${nest.id}/delete`, csrf, 'Delete nest', `Delete nest ${nest.name} and its eggs?`)}</div>`,

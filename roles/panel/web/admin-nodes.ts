@@ -12,7 +12,7 @@ import { setFlash } from './flash.ts';
 import { confirmButton, checkboxField, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, selectField, textareaField, type FormState } from './forms.ts';
 import { html, type SafeHtml } from './html.ts';
 import type { Notice } from './layout.ts';
-import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage } from './respond.ts';
+import { adminAudit, csrfToken, idParam, pageParam, pager, refused, seeOther, sendPage, rowsOrNone } from './respond.ts';
 
 const INPUT = {
   textOrOmit: ['name', 'fqdn', 'scheme'],
@@ -115,10 +115,10 @@ ${formSummary(form)}<div class="card"><h2>Settings</h2>${postForm(`/admin/nodes/
       })),
     );
     const body = html`<h1>Nodes</h1><p><a class="button" href="/admin/nodes/new">Create node</a></p>
-<table><thead><tr><th>ID</th><th>Name</th><th>Location</th><th>FQDN</th><th>Memory</th><th>Disk</th><th>Servers</th><th></th></tr></thead><tbody>${rows.map(
+<table><thead><tr><th>ID</th><th>Name</th><th>Location</th><th>FQDN</th><th>Memory</th><th>Disk</th><th>Servers</th><th></th></tr></thead><tbody>${rowsOrNone(rows.map(
       ({ n, location, servers }) =>
         html`<tr><td>${n.id}</td><td><a href="/admin/nodes/${n.id}">${n.name}</a>${n.maintenance_mode === 1 ? html` <span class="badge red">maintenance</span>` : ''}</td><td>${location}</td><td>${n.scheme}://${n.fqdn}:${n.daemon_listen}</td><td>${n.memory} MiB</td><td>${n.disk} MiB</td><td>${servers}</td><td><a href="/admin/nodes/${n.id}/allocations">allocations</a></td></tr>`,
-    )}</tbody></table>${pager(page, '/admin/nodes')}`;
+    ), 8, 'No nodes yet.')}</tbody></table>${pager(page, '/admin/nodes')}`;
     return sendPage(req, reply, { title: 'Nodes', body });
   });
 

@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { PanelContext } from '../context.ts';
 import { html } from './html.ts';
-import { sendPage } from './respond.ts';
+import { sendPage, rowsOrNone } from './respond.ts';
 
 /** Registers the overview page on the admin scope; runs once at app build. */
 export function registerAdminOverview(admin: FastifyInstance, ctx: PanelContext): void {
@@ -25,11 +25,11 @@ export function registerAdminOverview(admin: FastifyInstance, ctx: PanelContext)
     const body = html`<h1>Overview</h1>
 <div class="stats">${stats.map(([label, n, href]) => html`<a class="stat" href="${href}"><b>${n}</b>${label}</a>`)}</div>
 <h2>Recent activity</h2>
-<table><thead><tr><th>Time</th><th>Event</th><th>Actor</th><th>Subject</th><th>IP</th></tr></thead><tbody>${recent.map(
+<table><thead><tr><th>Time</th><th>Event</th><th>Actor</th><th>Subject</th><th>IP</th></tr></thead><tbody>${rowsOrNone(recent.map(
       (a) => html`<tr><td>${a.timestamp}</td><td><code>${a.event}</code></td><td>${a.actor_type === null ? '—' : `${a.actor_type} #${String(a.actor_id)}`}</td><td>${
         a.subject_type === null ? '—' : `${a.subject_type} #${String(a.subject_id)}`
       }</td><td>${a.ip}</td></tr>`,
-    )}</tbody></table>`;
+    ), 5, 'No activity yet.')}</tbody></table>`;
     return sendPage(req, reply, { title: 'Overview', body });
   });
 }

@@ -11,7 +11,7 @@ import type { UserRow } from '../store/records.ts';
 import { setFlash } from './flash.ts';
 import { confirmButton, checkboxField, failedForm, formBody, formOf, formSummary, inputField, inputOf, postForm, type FormState } from './forms.ts';
 import { html } from './html.ts';
-import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam, seeOther, sendPage } from './respond.ts';
+import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam, seeOther, sendPage, rowsOrNone } from './respond.ts';
 import { currentSession } from './web-auth.ts';
 
 const INPUT = { textOrOmit: ['username', 'email', 'password'], text: ['first_name', 'last_name'], bool: ['root_admin'] } as const;
@@ -69,11 +69,11 @@ export function registerAdminUsers(admin: FastifyInstance, ctx: PanelContext): v
     const page = await ctx.store.users.list({ page: pageParam(req), search: { columns: ['username', 'email', 'first_name', 'last_name'], term: q } });
     const body = html`<h1>Users</h1>
 <form method="get" action="/admin/users" class="actions"><input type="search" name="q" value="${q}" aria-label="Search users by username or email" placeholder="Search username or email" style="max-width:20rem"><button type="submit" class="secondary">Search</button><a class="button" href="/admin/users/new">Create user</a></form>
-<table><thead><tr><th>ID</th><th>Username</th><th>Email</th><th>Name</th><th>Role</th><th>2FA</th></tr></thead><tbody>${page.items.map(
+<table><thead><tr><th>ID</th><th>Username</th><th>Email</th><th>Name</th><th>Role</th><th>2FA</th></tr></thead><tbody>${rowsOrNone(page.items.map(
       (u) => html`<tr><td>${u.id}</td><td><a href="/admin/users/${u.id}">${u.username}</a></td><td>${u.email}</td><td>${`${u.first_name} ${u.last_name}`.trim()}</td><td>${
         u.root_admin === 1 ? html`<span class="badge">admin</span>` : ''
       }</td><td>${u.use_totp === 1 ? html`<span class="badge green">on</span>` : html`<span class="badge">off</span>`}</td></tr>`,
-    )}</tbody></table>${pager(page, '/admin/users', q === '' ? {} : { q })}`;
+    ), 6, 'No users found.')}</tbody></table>${pager(page, '/admin/users', q === '' ? {} : { q })}`;
     return sendPage(req, reply, { title: 'Users', body });
   });
 

@@ -32,7 +32,7 @@ export { html, raw, escapeHtml, SafeHtml } from './html.ts';
 export { layout, renderErrorPage, notices, type LayoutOptions, type Notice } from './layout.ts';
 export { registerNavEntry, navSections, type NavEntry } from './nav.ts';
 export { requireAdmin, requireLogin, currentSession, webSessionOf, loadWebSession, wantsHtml } from './web-auth.ts';
-export { sendPage, csrfToken, adminAudit, idParam, pageParam, pager, seeOther, refused, type PageOptions } from './respond.ts';
+export { sendPage, csrfToken, adminAudit, idParam, pageParam, pager, rowsOrNone, seeOther, refused, type PageOptions } from './respond.ts';
 export { setFlash } from './flash.ts';
 export { registerServerSection, type ServerSection } from './server-sections.ts';
 export * from './forms.ts';

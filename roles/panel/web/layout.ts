@@ -41,7 +41,7 @@ main{flex:1;padding:1.2rem 1.6rem;max-width:72rem}
 h1{font-size:1.4rem;margin:.2rem 0 1rem}h2{font-size:1.1rem;margin:1.6rem 0 .6rem}
 table{width:100%;border-collapse:collapse;background:#fff;border:1px solid #dde3ea;margin-bottom:1rem}
 th,td{text-align:left;padding:.45rem .6rem;border-bottom:1px solid #eef1f4;vertical-align:top}th{background:#f8fafc;font-weight:600;font-size:.85rem}
-td form{display:inline}td code{overflow-wrap:anywhere}
+td form{display:inline}td code{overflow-wrap:anywhere}td.none{color:#616e7c;font-style:italic}
 .card{background:#fff;border:1px solid #dde3ea;border-radius:6px;padding:1rem 1.2rem;margin-bottom:1rem}.card>h2:first-child{margin-top:0}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(15rem,1fr));gap:.4rem 1rem}
 .stats{display:grid;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr));gap:.8rem;margin-bottom:1rem}

@@ -67,6 +67,11 @@ export function searchParam(req: FastifyRequest): string {
   return typeof q === 'string' ? q.trim().slice(0, 100) : '';
 }
 
+/** A table's rows, or when there are none one row across its `columns` that says so. */
+export function rowsOrNone(rows: SafeHtml[], columns: number, none: string): SafeHtml | SafeHtml[] {
+  return rows.length > 0 ? rows : html`<tr><td colspan="${columns}" class="none">${none}</td></tr>`;
+}
+
 /** Previous/next links under a list. */
 export function pager(page: Page<unknown>, base: string, extra: Record<string, string> = {}): SafeHtml {
   const pages = Math.max(1, Math.ceil(page.total / page.perPage));

@@ -32,6 +32,7 @@ import {
   seeOther,
   type FormState,
   type SafeHtml,
+  rowsOrNone,
 } from '../../web/index.ts';
 import { nodeCards, topConsumers } from './admin-json.ts';
 import { effectiveLimits } from './limits.ts';
@@ -126,13 +127,13 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
     return sendPage(req, reply, {
       title: 'Bandwidth nodes',
       body: html`<h1>Bandwidth nodes</h1><p class="help">A node is online while its agent heartbeats or answers stats polls; it goes offline after 3 failed polls in a row or 3 poll intervals without a word. Live rates refresh every 5 seconds.</p>
-        <table id="bandwidth-nodes"><tr><th>Node</th><th>State</th><th>Agent</th><th>Last seen</th><th>Servers</th><th>In</th><th>Out</th><th>Throttled</th><th>Over quota</th><th></th></tr>${cards.map(
+        <table id="bandwidth-nodes"><tr><th>Node</th><th>State</th><th>Agent</th><th>Last seen</th><th>Servers</th><th>In</th><th>Out</th><th>Throttled</th><th>Over quota</th><th></th></tr>${rowsOrNone(cards.map(
           (c) => html`<tr data-node="${String(c.id)}"${c.online ? html` data-live-node="${String(c.id)}"` : ''}><td><a href="/admin/nodes/${String(c.id)}">${String(c.name)}</a><div class="help">${String(c.api_url ?? c.fqdn)}</div></td>
             <td>${c.online ? html`<span class="badge green">online</span>` : !c.registered ? html`<span class="badge">never registered</span>` : html`<span class="badge red">offline</span>`}</td>
             <td>${String(c.version ?? '-')}</td><td>${String(c.last_seen_at ?? '-')}</td><td data-k="containers">${String(c.containers)}</td>
             <td data-k="rx">${formatRate(Number(c.rx_rate_bps))}</td><td data-k="tx">${formatRate(Number(c.tx_rate_bps))}</td><td data-k="throttled">${String(c.throttled)}</td><td data-k="exceeded">${String(c.quota_exceeded)}</td>
             <td>${confirmButton(`/admin/nodes/${String(c.id)}/token`, csrf, 'Reset token', `Reset the pairing token of node ${String(c.name)}? Its agent is refused until it has the new token and is restarted.`)}</td></tr>`,
-        )}</table>${scripts()}`,
+        ), 10, 'No nodes yet.')}</table>${scripts()}`,
     });
   });
 
@@ -182,10 +183,10 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
     const pages = Math.max(1, Math.ceil(total / 50));
     return sendPage(req, reply, {
       title: 'Bandwidth events',
-      body: html`<h1>Bandwidth events</h1><table id="bandwidth-events"><tr><th>Occurred</th><th>Server</th><th>Type</th><th>Period</th><th>Direction</th><th>Message</th></tr>${items.map((e) => {
+      body: html`<h1>Bandwidth events</h1><table id="bandwidth-events"><tr><th>Occurred</th><th>Server</th><th>Type</th><th>Period</th><th>Direction</th><th>Message</th></tr>${rowsOrNone(items.map((e) => {
         const s = e.server_id === null ? undefined : servers.get(e.server_id);
         return html`<tr><td>${e.occurred_at}</td><td>${s === undefined ? e.server_uuid : html`<a href="/admin/bandwidth/servers/${s.id}">${s.name}</a>`}</td><td><span class="badge">${e.type}</span></td><td>${e.period ?? '-'}</td><td>${e.direction ?? '-'}</td><td>${e.message}</td></tr>`;
-      })}</table><div class="pager">${page > 1 ? html`<a href="?page=${page - 1}">&larr; Previous</a>` : ''}<span>Page ${page} of ${pages}</span>${page < pages ? html`<a href="?page=${page + 1}">Next &rarr;</a>` : ''}</div>`,
+      }), 6, 'No bandwidth events yet.')}</table><div class="pager">${page > 1 ? html`<a href="?page=${page - 1}">&larr; Previous</a>` : ''}<span>Page ${page} of ${pages}</span>${page < pages ? html`<a href="?page=${page + 1}">Next &rarr;</a>` : ''}</div>`,
     });
   });
 

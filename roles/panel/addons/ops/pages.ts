@@ -22,6 +22,7 @@ import {
   textareaField,
   type FormState,
   type SafeHtml,
+  rowsOrNone,
 } from '../../web/index.ts';
 import type { Handlers } from './handlers.ts';
 import type { MultiCreateResult } from './multicreate.ts';
@@ -195,9 +196,9 @@ export async function healthPage(req: FastifyRequest, reply: FastifyReply, servi
   const [grades, latest, s] = await Promise.all([service.gradeNodes(), service.store.latestSnapshots(), service.settings()]);
   const snapAt = new Map(latest.map((l) => [l.node_id, l.snapshot_at]));
   const body = html`<h1>Node health</h1><p>From the panel's records: allocation use is assigned / total allocations, memory use is the servers' memory limits / the node's memory. Warning from ${s.node_pressure_warn_pct}%, critical from ${s.node_pressure_crit_pct}%. Snapshots every 10 minutes, kept ${s.health_retention_days} days.</p>
-<table id="ops-health"><tr><th>Node</th><th>Status</th><th>Score</th><th>Allocations used</th><th>Memory assigned</th><th>Last snapshot</th></tr>${grades.map(
+<table id="ops-health"><tr><th>Node</th><th>Status</th><th>Score</th><th>Allocations used</th><th>Memory assigned</th><th>Last snapshot</th></tr>${rowsOrNone(grades.map(
     (g) => html`<tr><td><a href="/admin/nodes/${g.node_id}">${g.node_name}</a></td><td>${badge(g.grade.status)}</td><td>${g.grade.health_score}</td><td>${g.grade.allocation_used_pct}%</td><td>${g.grade.memory_used_pct}%</td><td>${snapAt.get(g.node_id) ?? 'none yet'}</td></tr>`,
-  )}</table>`;
+  ), 6, 'No nodes yet.')}</table>`;
   return sendPage(req, reply, { title: 'Node health', body });
 }
 
@@ -209,8 +210,8 @@ export async function auditPage(req: FastifyRequest, reply: FastifyReply, ctx: P
   if (filters.actorId !== undefined) extra.actor_id = String(filters.actorId);
   const body = html`<h1>Operations audit log</h1>
 <form method="get" action="${BASE}/audit" class="actions"><input name="action" value="${filters.action}" aria-label="Action contains" placeholder="Action contains" style="max-width:16rem"><input name="actor_id" value="${filters.actorId ?? ''}" aria-label="Actor id" placeholder="Actor id" style="max-width:8rem"><button type="submit" class="secondary">Filter</button></form>
-<table id="ops-audit"><tr><th>Time</th><th>Action</th><th>Actor</th><th>Server</th><th>Details</th></tr>${page.items.map(
+<table id="ops-audit"><tr><th>Time</th><th>Action</th><th>Actor</th><th>Server</th><th>Details</th></tr>${rowsOrNone(page.items.map(
     (r) => html`<tr><td>${r.created_at}</td><td><code>${r.action}</code></td><td>${r.actor_id === null ? '—' : (users.get(r.actor_id) ?? `#${r.actor_id}`)}</td><td>${r.server_id === null ? '—' : html`<a href="/admin/servers/${r.server_id}">#${r.server_id}</a>`}</td><td><code>${r.payload}</code></td></tr>`,
-  )}</table>${pager(page, `${BASE}/audit`, extra)}`;
+  ), 5, 'No audit entries found.')}</table>${pager(page, `${BASE}/audit`, extra)}`;
   return sendPage(req, reply, { title: 'Operations audit log', body });
 }

@@ -30,6 +30,7 @@ import {
   seeOther,
   setFlash,
   type FormState,
+  rowsOrNone,
 } from '../../web/index.ts';
 import type { TrashService } from './service.ts';
 import { RETENTION_HOURS, settingsFromForm, SETTINGS_FORM_SCHEMA, SIZE_MB, TRASH_DEFAULTS, type TrashSettings } from './settings.ts';
@@ -91,9 +92,9 @@ export function registerTrashAdminPages(admin: FastifyInstance, ctx: PanelContex
           )}${checkboxField(f, 'protect_trash_dir', 'Protect the trash folder (no moving files into or out of it, no deleting it in the file manager)')}<div class="actions"><button type="submit">Save settings</button></div>`,
         )}<div class="actions">${actionButton(`${PAGE}/purge-now`, csrf, 'Purge expired entries now', 'secondary')}${confirmButton(`${PAGE}/reset`, csrf, 'Reset settings to defaults', 'Reset the seven trash bin settings to their defaults? Egg overrides and the trash itself are unchanged.')}</div></div>
         <div class="card"><h2>Egg overrides</h2><p class="help">Per egg, instead of the global values; a server override (set in the database) wins over both. Blank inherits; 0 MB is unlimited.</p>
-        <table id="trash-egg-overrides"><tr><th>Egg</th><th>Retention</th><th>Trash size</th><th></th></tr>${overrides.map(
+        <table id="trash-egg-overrides"><tr><th>Egg</th><th>Retention</th><th>Trash size</th><th></th></tr>${rowsOrNone(overrides.map(
           (o) => html`<tr><td>${eggName.get(o.egg_id) ?? `#${o.egg_id}`}</td><td>${o.retention_hours === null ? 'inherited' : `${o.retention_hours} h`}</td><td>${sizeText(o.max_bytes)}</td><td>${confirmButton(`${PAGE}/egg/${o.egg_id}/delete`, csrf, 'Delete', `Delete the override of egg ${eggName.get(o.egg_id) ?? `#${o.egg_id}`}? The egg follows the global settings again.`)}</td></tr>`,
-        )}</table>${formSummary(eggForm)}${postForm(
+        ), 4, 'No egg overrides: every egg uses the global retention.')}</table>${formSummary(eggForm)}${postForm(
           `${PAGE}/egg`,
           csrf,
           html`<div class="grid">${selectField(eggForm, 'egg_id', 'Egg', eggs.map((e) => ({ value: e.id, label: e.name })), { empty: 'Choose an egg' })}${inputField(eggForm, 'retention_hours', 'Retention (hours, blank = inherit)', {
