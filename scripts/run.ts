@@ -23,7 +23,10 @@ function say(text: string): void {
 }
 
 function start(name: string, args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
-  const child = spawn(EXE, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  // A process group of its own: Ctrl-C reaches only make and this script, which then sends each
+  // service one SIGTERM. A second signal (the terminal's SIGINT, then this script's SIGTERM) would
+  // make a service that is still shutting down exit at once, leaving its lock and counters behind.
+  const child = spawn(EXE, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env }, detached: true });
   const prefix = (d: Buffer): void => {
     for (const line of d.toString().split('\n').filter(Boolean)) say(`[${name}] ${line}`);
   };
@@ -57,6 +60,8 @@ function preparePanel(tokenFile: string): string {
     writeFileSync(tokenFile, `${node.meta.pairing_token}\n`, { mode: 0o600 });
     writeFileSync(marker, 'admin\n');
     say(`\nfirst panel administrator: admin / ${admin.meta.password}   (printed once; 2FA enrolment follows the first login)\n`);
+  } else {
+    say(`\npanel administrator: admin   (its password was printed on the first run; a new one: ${EXE} panel user password --user admin --config ${config})\n`);
   }
   return config;
 }
@@ -115,7 +120,7 @@ function main(): void {
     [
       '',
       'hostkit is running on loopback:',
-      `  panel            ${PANEL_URL}/auth/login   (client API ${PANEL_URL}/api/client, application API ${PANEL_URL}/api/application)`,
+      `  panel            ${PANEL_URL}/auth/login   (client API ${PANEL_URL}/api/client, application API e.g. ${PANEL_URL}/api/application/users)`,
       `  panel CLI        ${EXE} panel --help   (e.g. panel key create --user admin --type application --config ${panelConfig})`,
       `  node agent API   http://127.0.0.1:${AGENT_PORT}/api/v1/health   (bearer token: ${token})`,
       `  node agent CLI   ${EXE} node-agent status --config ${agentConfig}`,
@@ -127,11 +132,15 @@ function main(): void {
       '',
     ].join('\n'),
   );
+  let stopping = false;
   const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
     for (const c of children) c.kill('SIGTERM');
   };
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
+  process.on('SIGHUP', stop);
   // `make` killed on its own (a signal to it alone, not to the terminal's process group) does not
   // pass the signal on: the services stop when this script's parent is gone.
   const parent = process.ppid;

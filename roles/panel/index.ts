@@ -13,7 +13,7 @@ const commands = (): Promise<typeof PanelCli> => import('./cli.ts');
 /** `hostkit panel`: the hosting panel and its addons. */
 export const panelRole: RoleDefinition = {
   name: 'panel',
-  summary: 'hosting panel: users, nodes, servers, API keys, bandwidth addon, trash bin',
+  summary: 'hosting panel: users, nodes, servers, API keys, bandwidth addon, trash bin, operations suite',
   register(cmd) {
     subcommand(cmd, 'serve', 'run the panel: admin web pages, client and application APIs')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)
