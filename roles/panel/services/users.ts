@@ -10,7 +10,7 @@ import { hashPassword } from '../auth/secrets.ts';
 import type { PanelContext } from '../context.ts';
 import type { UserRow } from '../store/records.ts';
 import { created, found, now, toColumns } from './records.ts';
-import { createValidator, EMAIL, FLAG, USERNAME, validationError } from './validation.ts';
+import { createValidator, EMAIL, FLAG, USERNAME, validationError, type FieldProblem } from './validation.ts';
 
 const PASSWORD = { type: 'string', minLength: 8, maxLength: 256 };
 const NAME_PART = { type: 'string', maxLength: 191 };
@@ -35,6 +35,11 @@ const validateUpdate = createValidator<Partial<UserInput>>({
 /** Creates a user; throws ERR_VALIDATION for bad input or a taken username/email. */
 export async function createUser(ctx: PanelContext, input: unknown): Promise<UserRow> {
   const v = validateCreate(input);
+  // Both taken fields are named at once (the insert's constraint names only the first).
+  const taken: FieldProblem[] = [];
+  if ((await ctx.store.users.findBy({ username: v.username })) !== undefined) taken.push({ field: 'username', rule: 'unique', detail: 'the username has already been taken' });
+  if ((await ctx.store.users.findBy({ email: v.email.toLowerCase() })) !== undefined) taken.push({ field: 'email', rule: 'unique', detail: 'the email has already been taken' });
+  if (taken.length > 0) throw validationError(taken);
   return ctx.store.users.insert({
     ...toColumns({ ...v, password: undefined }),
     uuid: randomUUID(),

@@ -102,6 +102,13 @@ describe('panel APIs', () => {
     const dup = await panel.api(admin, 'POST', '/api/application/users', { username: 'owner', email: 'x@example.test', password: 'long enough pw' });
     assert.equal(dup.status, 422);
     assert.match((dup.body as Errors).errors[0]?.detail ?? '', /username has already been taken/);
+    // Both taken fields at once (in any case), not only the first the database would name.
+    const both = await panel.api(admin, 'POST', '/api/application/users', { username: 'OWNER', email: 'Owner@example.test', password: 'long enough pw' });
+    assert.equal(both.status, 422);
+    assert.deepEqual((both.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [
+      ['username', 'the username has already been taken'],
+      ['email', 'the email has already been taken'],
+    ]);
     const missing = await panel.api(admin, 'GET', '/api/application/servers/999');
     assert.equal(missing.status, 404);
     assert.equal((missing.body as Errors).errors[0]?.code, 'NotFoundHttpException');
