@@ -206,7 +206,8 @@ function siteChecks(root: string) {
         if (why) problems.push({ path: `/protection/waf/custom_rules/${i}/pattern`, message: why });
         const target = at(rule, '/target');
         if (typeof target === 'object' && target !== null && !(target instanceof HeaderTarget)) {
-          problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: 'write a header target as `!header Header-Name` in YAML' });
+          // The same check serves files and the admin API, so the message names both forms.
+          problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: 'a header target is written `!header Header-Name` in YAML (the map form is refused there) or {"header": "Header-Name"} in JSON, with no other key' });
         } else if (target instanceof HeaderTarget && !TOKEN.test(target.header)) {
           // A name no request can carry would silently never match.
           problems.push({ path: `/protection/waf/custom_rules/${i}/target`, message: `must name a header: letters, digits and !#$%&'*+.^_\`|~- only (got ${JSON.stringify(target.header)})` });

@@ -355,6 +355,13 @@ test('bad bodies: every validation problem at once, malformed JSON, not an objec
     assert.equal(refused.status, 400, `id ${JSON.stringify(id)} is refused, not replaced`);
     assert.deepEqual(refused.body.data.problems.map((p: { path: string }) => p.path), ['/id']);
   }
+  for (const target of [{ header: 5 }, { header: 'X-Tenant', name: 'x' }, {}]) {
+    const rule = { id: 'h', name: 'h', target, pattern: 'evil' };
+    const refused = await api(root, 'POST', '/sites', { body: { hostnames: ['header-target.test'], origin: { url: origin.url }, protection: { waf: { custom_rules: [rule] } } } });
+    assert.equal(refused.status, 400);
+    const messages = refused.body.data.problems.filter((p: { path: string }) => p.path === '/protection/waf/custom_rules/0/target').map((p: { message: string }) => p.message);
+    assert.ok(messages.some((m: string) => m.includes('{"header": "Header-Name"} in JSON')), `target ${JSON.stringify(target)}: ${messages.join('; ')}`);
+  }
   const malformed = await request({ port: root.adminPort, method: 'POST', path: '/api/v1/sites', headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' }, body: '{"hostnames": [' });
   assert.equal(malformed.status, 400);
   assert.equal(JSON.parse(malformed.text).meta.code, 'ERR_BAD_REQUEST');
