@@ -54,10 +54,10 @@ declare module 'fastify' {
   }
 }
 
-/** The role a route needs: reads are readonly, PUT /global is admin, other writes operator. */
+/** The role a route needs: /global (which holds the tokens) is admin, other reads readonly, other writes operator. */
 function neededRole(method: string, route: string | undefined): AdminRole {
-  if (method === 'GET' || method === 'HEAD') return 'readonly';
-  return route === '/api/v1/global' ? 'admin' : 'operator';
+  if (route === '/api/v1/global') return 'admin';
+  return method === 'GET' || method === 'HEAD' ? 'readonly' : 'operator';
 }
 
 // The longest ban the API accepts: a year; longer is a blacklist entry's job.
@@ -246,6 +246,9 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           const r = runtime.reload({ force: true, reason: `admin API (${req.adminToken?.name ?? '?'})` });
           return api.ok(reloadSummary(r));
         });
+        // config.yaml as last loaded (what PUT /global takes back), not the start-up values of
+        // the keys that wait for a restart: those are in POST /reload's restart_required.
+        secured.get('/global', () => api.ok(withoutUnknownKeys(runtime.state.global(), proxyGlobalSpec.schema)));
         secured.put<{ Body: unknown }>('/global', (req) => {
           const r = writer.replaceGlobal(req.body);
           logger.info({ by: req.adminToken?.name, restart_required: r.restartRequired }, 'config.yaml replaced through the admin API');

@@ -133,6 +133,7 @@ test('roles: readonly reads, operator also manages sites and reloads, admin also
     ['POST', '/sites', { ...site, id: 'roles' }, { readonly: 403, operator: 201, admin: 409 }],
     ['PUT', '/sites/roles', { ...site, enabled: false }, { readonly: 403, operator: 200, admin: 200 }],
     ['DELETE', '/sites/roles', undefined, { readonly: 403, operator: 200, admin: 404 }],
+    ['GET', '/global', undefined, { readonly: 403, operator: 403, admin: 200 }],
     ['PUT', '/global', 'CURRENT', { readonly: 403, operator: 403, admin: 200 }],
   ];
   const tokens: Record<string, string> = { readonly: READONLY_TOKEN, operator: OPERATOR_TOKEN, admin: ADMIN_TOKEN };
@@ -173,6 +174,21 @@ test('PUT /global: validated by the loader, written with comments kept, tokens r
   const moved = await api(root, 'PUT', '/global', { body: { ...currentGlobal(), listen_http: ['127.0.0.1:1'] } });
   assert.deepEqual(moved.body.data.restart_required, ['listen_http']);
   await api(root, 'PUT', '/global', { body: { ...currentGlobal(), listen_http: [`127.0.0.1:${root.httpPort}`] } });
+});
+
+test('GET /global is what PUT /global takes back: a round trip with one change writes only that change', async () => {
+  const file = join(root.dir, 'config.yaml');
+  const before = readFileSync(file, 'utf8');
+  const got = await api(root, 'GET', '/global');
+  assert.equal(got.status, 200);
+  assert.equal(got.body.data.admin.tokens.length, 3, 'the tokens, since PUT replaces them');
+  const r = await api(root, 'PUT', '/global', { body: { ...got.body.data, log_level: 'warn' } });
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  const after = readFileSync(file, 'utf8');
+  assert.equal(after.replace(/\nlog_level: warn\n/, '\n'), before.replace(/\nlog_level: debug\n/, '\n'), `only log_level changed:\n${after}`);
+  assert.match(after, /\nlog_level: warn\n/);
+  writeFileSync(file, before);
+  await until('the file edit applies', async () => (await api(root, 'GET', '/global')).body.data.log_level === 'debug');
 });
 
 test('an edit of config.yaml applies to the next request; an edit with problems leaves the previous tokens in force', async () => {
