@@ -22,6 +22,18 @@ function say(text: string): void {
   process.stdout.write(`${text}\n`);
 }
 
+/** Resolves once the panel answers HTTP, or has exited, or after 30 s: the caller starts the rest either way. */
+async function panelAnswers(panel: ChildProcess): Promise<void> {
+  for (let i = 0; i < 300 && panel.exitCode === null && panel.signalCode === null; i++) {
+    try {
+      await fetch(PANEL_URL, { redirect: 'manual', signal: AbortSignal.timeout(1000) });
+      return;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}
+
 function start(name: string, args: string[], env: NodeJS.ProcessEnv = {}): ChildProcess {
   // A process group of its own: Ctrl-C reaches only make and this script, which then sends each
   // service one SIGTERM. A second signal (the terminal's SIGINT, then this script's SIGTERM) would
@@ -66,7 +78,7 @@ function preparePanel(tokenFile: string): string {
   return config;
 }
 
-function main(): void {
+async function main(): Promise<void> {
   mkdirSync(RUN, { recursive: true });
   const tokenFile = join(RUN, 'node-token');
   const panelConfig = preparePanel(tokenFile);
@@ -109,8 +121,12 @@ function main(): void {
       history: { export_path: join(RUN, 'exports') },
     }),
   );
+  const panel = start('panel', ['panel', 'serve', '--config', panelConfig]);
+  // The agent reports to the panel from its first second: started together, its first report
+  // fails and it logs that the panel is unreachable.
+  await panelAnswers(panel);
   const children = [
-    start('panel', ['panel', 'serve', '--config', panelConfig]),
+    panel,
     start('node-agent', ['node-agent', 'serve', '--config', agentConfig]),
     start('proxy', ['proxy', '--root', proxyRoot]),
     start('bandwidthd', ['bandwidthd', 'serve', '--config', bandwidthdConfig]),
@@ -149,4 +165,4 @@ function main(): void {
   }, 1000).unref();
 }
 
-main();
+await main();
