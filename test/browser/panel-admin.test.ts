@@ -116,7 +116,8 @@ test('admin web: 2FA enrolment, checkpoint, and the location/node/nest/egg/serve
   await page.click('nav a:has-text("Servers")');
   assert.match(await page.textContent('#servers') ?? '', /survival[\s\S]*127\.0\.0\.1:25565/);
   await page.goto(serverUrl);
-  await submit(page, 'Suspend server');
+  await page.click('summary:has-text("Suspend server")');
+  await submit(page, 'Yes, suspend server');
   assert.equal(((await page.textContent('#server-status')) ?? '').trim(), 'suspended');
 
   // Trash bin: its page from the navigation, a setting saved, an override for the egg.

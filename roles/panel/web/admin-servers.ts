@@ -126,7 +126,7 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
       html`${selectField(build, 'allocation_id', 'Primary allocation', await allocationOptions({ node_id: server.node_id }, server.allocation_id))}${limitFields(build)}<div class="actions"><button type="submit">Save build</button></div>`,
     )}</div>${await renderServerSections(server, req, reply)}
 <div class="card"><h2>Suspension</h2><p>${suspended ? 'The server is suspended: its users cannot use it.' : 'Suspending stops the server for its users until it is unsuspended.'}</p>${
-      suspended ? actionButton(`/admin/servers/${server.id}/unsuspend`, csrf, 'Unsuspend server', 'secondary') : actionButton(`/admin/servers/${server.id}/suspend`, csrf, 'Suspend server', 'danger')
+      suspended ? actionButton(`/admin/servers/${server.id}/unsuspend`, csrf, 'Unsuspend server', 'secondary') : confirmButton(`/admin/servers/${server.id}/suspend`, csrf, 'Suspend server', `Suspend server ${server.name}? Its users cannot use it until it is unsuspended.`)
     }</div>
 <div class="card"><h2>Delete</h2><p>Deletes the server record and releases its allocations.</p>${confirmButton(`/admin/servers/${server.id}/delete`, csrf, 'Delete server', `Delete server ${server.name}? Its record is removed and its allocations are released.`)}</div>`;
     return sendPage(req, reply, { title: `Server ${server.name}`, body, status: o.status });

@@ -168,7 +168,7 @@ export function postForm(action: string, csrf: string, body: SafeHtml | SafeHtml
   return html`<form method="post" action="${action}" class="${o.className ?? ''}">${csrfField(csrf)}${body}</form>`;
 }
 
-/** A one-button POST form (suspend, unthrottle, purge); what cannot be undone takes `confirmButton`. */
+/** A one-button POST form (unsuspend, clone a template); what cannot be undone or cuts users off takes `confirmButton`. */
 export function actionButton(action: string, csrf: string, label: string, kind: 'danger' | 'secondary' | '' = ''): SafeHtml {
   return postForm(action, csrf, html`<button type="submit" class="${kind}">${label}</button>`);
 }

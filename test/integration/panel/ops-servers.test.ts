@@ -373,6 +373,14 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     assert.equal((db.prepare('SELECT COUNT(*) AS n FROM ops_bulk_items').get() as { n: number }).n, 2 + 1 + 2 + 2 + 2 + 1 + 1);
   });
 
+  it('asks before suspending on the admin server page: the button only opens the question', async () => {
+    const [alpha] = created as [number];
+    const page = await web.get(`/admin/servers/${alpha}`);
+    assert.equal(page.status, 200);
+    assert.match(page.text, new RegExp(`<details class="confirm"><summary class="button">Suspend server</summary><form method="post" action="/admin/servers/${alpha}/suspend"[^>]*><input type="hidden" name="_csrf" value="[^"]+"><p>Suspend server Alpha\\? Its users cannot use it until it is unsuspended\\.</p><button type="submit" class="danger">Yes, suspend server</button></form></details>`));
+    assert.equal(server(alpha)?.suspended, 0, 'showing the question suspends nothing');
+  });
+
   it('validates bulk requests and answers preflight without dispatching', async () => {
     const [alpha] = created as [number];
     const jobs = (): number => (db.prepare('SELECT COUNT(*) AS n FROM ops_bulk_jobs').get() as { n: number }).n;

@@ -775,9 +775,12 @@ describe('panel trash bin', () => {
     assert.equal(page.status, 200);
     assert.match(page.text, /href="\/admin\/trashbin"/, 'the nav entry');
     assert.match(page.text, /id="trash-fleet"/);
+    assert.match(page.text, /id="trash-effective">[^<]*a server’s trash has no size limit unless/, 'the default of 0 MB read as a limit');
     assert.match(page.text, /id="trash-top-servers"[\s\S]*One/);
     assert.match(page.text, /id="trash-egg-overrides"[\s\S]*Paper[\s\S]*48 h[\s\S]*unlimited/);
     assert.match((await web.get('/admin')).text, /Trash Bin/);
+    // Purging deletes files for good: the button only opens the question, the form under it acts.
+    assert.match(page.text, /<details class="confirm"><summary class="button">Purge expired entries now<\/summary><form method="post" action="\/admin\/trashbin\/purge-now"[^>]*><input type="hidden" name="_csrf" value="[^"]+"><p>Delete every trash entry past its retention now, on every server\? Purged files cannot be restored\.<\/p><button type="submit" class="danger">Yes, purge expired entries now<\/button><\/form><\/details>/);
 
     const bad = await web.post('/admin/trashbin', { retention_hours: '0', default_max_mb_per_server: '10485761', max_files_per_delete: '10001', purge_batch_size: '49' });
     assert.equal(bad.status, 422);

@@ -11,7 +11,6 @@ import { MIB } from '../../../../src/lib/units.ts';
 import type { PanelContext } from '../../context.ts';
 import { createValidator, ID, validationError } from '../../services/validation.ts';
 import {
-  actionButton,
   confirmButton,
   adminAudit,
   checkboxField,
@@ -77,7 +76,7 @@ export function registerTrashAdminPages(admin: FastifyInstance, ctx: PanelContex
       status,
       body: html`<h1>Trash bin</h1><p>Files deleted in the file manager move to <code>/.trash</code> in the server's volume until they are restored, deleted from the trash, or purged after their retention.</p>
         <div class="stats" id="trash-fleet"><div class="stat"><b>${formatBytes(fleet.bytes)}</b>in trash</div><div class="stat"><b>${fleet.entries}</b>entries</div><div class="stat"><b>${fleet.servers}</b>servers with trash</div></div>
-        <div class="card"><h2>Settings in effect</h2><p id="trash-effective">${s.enabled ? 'Deletes go to the trash' : 'The trash bin is off: deletes are final'}; entries are kept ${s.retention_hours} h; each server may hold ${sizeText(s.default_max_bytes_per_server)} unless its egg or the server says otherwise.</p>${formSummary(f)}${postForm(
+        <div class="card"><h2>Settings in effect</h2><p id="trash-effective">${s.enabled ? 'Deletes go to the trash' : 'The trash bin is off: deletes are final'}; entries are kept ${s.retention_hours} h; ${s.default_max_bytes_per_server === 0 ? 'a server’s trash has no size limit' : `each server may hold ${formatBytes(s.default_max_bytes_per_server)}`} unless its egg or the server says otherwise.</p>${formSummary(f)}${postForm(
           PAGE,
           csrf,
           html`${checkboxField(f, 'enabled', 'Move deleted files to the trash (off: deletes are final; the trash is kept)')}<div class="grid">${inputField(f, 'retention_hours', 'Retention (hours)', { type: 'number', help: range('retention_hours') })}${inputField(
@@ -90,7 +89,7 @@ export function registerTrashAdminPages(admin: FastifyInstance, ctx: PanelContex
             'logging_enabled',
             'Write activity-log entries for trash, restore, purge and empty',
           )}${checkboxField(f, 'protect_trash_dir', 'Protect the trash folder (no moving files into or out of it, no deleting it in the file manager)')}<div class="actions"><button type="submit">Save settings</button></div>`,
-        )}<div class="actions">${actionButton(`${PAGE}/purge-now`, csrf, 'Purge expired entries now', 'secondary')}${confirmButton(`${PAGE}/reset`, csrf, 'Reset settings to defaults', 'Reset the seven trash bin settings to their defaults? Egg overrides and the trash itself are unchanged.')}</div></div>
+        )}<div class="actions">${confirmButton(`${PAGE}/purge-now`, csrf, 'Purge expired entries now', 'Delete every trash entry past its retention now, on every server? Purged files cannot be restored.')}${confirmButton(`${PAGE}/reset`, csrf, 'Reset settings to defaults', 'Reset the seven trash bin settings to their defaults? Egg overrides and the trash itself are unchanged.')}</div></div>
         <div class="card"><h2>Egg overrides</h2><p class="help">Per egg, instead of the global values; a server override (set in the database) wins over both. Blank inherits; 0 MB is unlimited.</p>
         <table id="trash-egg-overrides"><tr><th>Egg</th><th>Retention</th><th>Trash size</th><th></th></tr>${rowsOrNone(overrides.map(
           (o) => html`<tr><td>${eggName.get(o.egg_id) ?? `#${o.egg_id}`}</td><td>${o.retention_hours === null ? 'inherited' : `${o.retention_hours} h`}</td><td>${sizeText(o.max_bytes)}</td><td>${confirmButton(`${PAGE}/egg/${o.egg_id}/delete`, csrf, 'Delete', `Delete the override of egg ${eggName.get(o.egg_id) ?? `#${o.egg_id}`}? The egg follows the global settings again.`)}</td></tr>`,

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pino from 'pino';
 import type { FileCall } from '../../context.ts';
 import { createActivityLog } from '../../services/activity.ts';
 import { openPanelStore } from '../../store/store.ts';
@@ -53,4 +54,32 @@ test('the purge removes entries and orphan items once their retention has passed
   assert.ok(!existsSync(vol('kept.txt')));
   const logged = await store.activity.all({ event: 'server:trashbin.purge' });
   assert.deepEqual(logged.map((r) => JSON.parse(r.properties) as unknown), [{ count: 1, orphans: [41] }]);
+});
+
+test('start purges at once, not only an hour later, and the log says how many went', async (t) => {
+  const volumes = mkdtempSync(join(tmpdir(), 'hk-trash-service-'));
+  const store = openPanelStore(':memory:', TRASHBIN_MIGRATIONS);
+  const base = createTestContext({ volumes_dir: volumes });
+  base.store.close();
+  const lines: string[] = [];
+  const logger = pino({ level: 'info' }, { write: (line: string) => lines.push(line) });
+  const ctx = { ...base, store, logger, activity: createActivityLog(store, (err) => { throw err; }) };
+  const { user, server } = await insertServerFixture(store);
+  mkdirSync(join(volumes, server.uuid), { recursive: true });
+  writeFileSync(join(volumes, server.uuid, 'old.txt'), 'old');
+  let clock = Date.now();
+  const service = createTrashService(ctx, createTrashStore(store.sqlite), () => clock);
+  t.after(async () => {
+    await service.stop();
+    store.close();
+    rmSync(volumes, { recursive: true, force: true });
+  });
+  await service.trash({ access: { server, isOwner: true, permissions: new Set(['*']) }, actor: { type: 'user', id: user.id }, ip: '127.0.0.1' }, ['old.txt']);
+  clock += 25 * HOUR;
+
+  service.start();
+  await service.stop();
+  assert.deepEqual(await createTrashStore(store.sqlite).entries(server.id), [], 'the expired entry is gone');
+  const purged = lines.map((l) => JSON.parse(l) as { msg: string; removed?: number }).find((l) => l.msg.startsWith('trash purge removed'));
+  assert.equal(purged?.removed, 1);
 });

@@ -1,8 +1,8 @@
 /**
  * The trash bin's work (spec/2 §3.1): moving deleted files into `.trash/{id}` of the server's
  * volume under the effective quota, listing, restoring (to the original path or a free
- * `(restored N)` name), deleting from the trash, emptying it, and the retention purge (hourly
- * under `panel serve`, or at once from the admin page). Settings are read through a 300 s cache
+ * `(restored N)` name), deleting from the trash, emptying it, and the retention purge (at start
+ * and hourly under `panel serve`, or at once from the admin page). Settings are read through a 300 s cache
  * that admin writes clear at once. Every file operation goes through the panel's volume files,
  * so the trash stays confined to the server's volume like any other path.
  *
@@ -221,6 +221,8 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
         ctx.logger.error({ err, server: server.uuid }, 'trash purge of a server failed; the next run tries again');
       }
     }
+    // The activity log has each server's count only while logging_enabled is on.
+    if (removed > 0) ctx.logger.info({ removed }, 'trash purge removed entries past their retention');
     return removed;
   }
 
@@ -394,11 +396,14 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
       const tick = async (): Promise<void> => {
         if ((await settings()).enabled) await purge();
       };
-      timer = setInterval(() => {
+      const run = (): void => {
         running ??= tick()
           .catch((err: unknown) => ctx.logger.error({ err }, 'trash purge failed'))
           .finally(() => (running = undefined));
-      }, PURGE_INTERVAL_MS);
+      };
+      // Once at start too: a panel restarted more often than hourly would otherwise never purge.
+      run();
+      timer = setInterval(run, PURGE_INTERVAL_MS);
       timer.unref();
     },
     async stop() {
