@@ -21,6 +21,13 @@ test('durations beyond what a timer holds are refused with their path', () => {
   for (const p of problems) assert.match(p.message, /must be at most 24d/);
 });
 
+test('rates below the 8 bit/s tc can shape are refused with their path instead of failing on every interface at run time', () => {
+  assert.deepEqual(problemsOf({ bandwidth: { default_rx_mbps: 0.000008 }, quota: { exceeded_speed_tx_mbps: 0.000008 } }), []);
+  const problems = problemsOf({ bandwidth: { default_rx_mbps: 0.000001, default_tx_mbps: 0.000007 }, quota: { exceeded_speed_rx_mbps: 0.000001, exceeded_speed_tx_mbps: 1 } });
+  assert.deepEqual(problems.map((p) => p.path), ['/bandwidth/default_rx_mbps', '/bandwidth/default_tx_mbps', '/quota/exceeded_speed_rx_mbps']);
+  for (const p of problems) assert.match(p.message, /^must be at least 0\.000008 \(8 bit\/s, the slowest rate tc shapes\)$/);
+});
+
 test('webhook URLs: a malformed percent escape in the credentials is refused with its path; problems never show the secrets', () => {
   const problems = problemsOf({
     webhook: {

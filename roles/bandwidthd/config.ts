@@ -1,9 +1,10 @@
 /**
  * The container bandwidth daemon's config (spec/3 §2.8-2.9), default /etc/bandwidth/config.yaml.
  * Besides the schema, the start-time rejections of the spec: max_open_conns other than 1, a
- * ceiling below the guaranteed rate, an exceeded speed of 0, tls_verify without a cert path,
- * non-positive durations, bad cron expressions, unknown time zones, bad webhook URLs (shown
- * redacted: they hold secrets) and two webhook destinations of one name.
+ * ceiling below the guaranteed rate, an exceeded speed of 0 (or any rate below what tc shapes),
+ * tls_verify without a cert path, non-positive durations, bad cron expressions, unknown time
+ * zones, bad webhook URLs (shown redacted: they hold secrets) and two webhook destinations of one
+ * name.
  */
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
 import { at, checkAbsolutePaths, checkPositiveDurations, checkTimerDurations, checkTimeZone, httpUrlProblem } from '../../src/core/config-checks.ts';
@@ -13,6 +14,7 @@ import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import { redactUrl, webhookTarget } from './webhook-url.ts';
 import { socketPathProblem } from '../../src/lib/local-socket.ts';
+import { MIN_RATE_BPS } from '../../src/lib/tc.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/bandwidth/config.yaml';
 
@@ -79,9 +81,13 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
       problems.push({ path: '/database/max_open_conns', message: 'must be 1: the daemon’s store has a single writer' });
     }
 
+    // tc shapes nothing slower than MIN_RATE_BPS: a slower rate would fail on every interface at
+    // run time and leave the containers at their previous rules (an exceeded one unthrottled).
+    const leastMbps = MIN_RATE_BPS / 1_000_000;
     for (const path of ['/bandwidth/default_rx_mbps', '/bandwidth/default_tx_mbps', '/quota/exceeded_speed_rx_mbps', '/quota/exceeded_speed_tx_mbps']) {
       const v = num(config, path);
       if (v !== undefined && v <= 0) problems.push({ path, message: 'must be above 0' });
+      else if (v !== undefined && v < leastMbps) problems.push({ path, message: `must be at least ${leastMbps} (${MIN_RATE_BPS} bit/s, the slowest rate tc shapes)` });
     }
     const ceil = num(config, '/bandwidth/default_ceil_mbps');
     const rate = Math.max(num(config, '/bandwidth/default_rx_mbps') ?? 0, num(config, '/bandwidth/default_tx_mbps') ?? 0);

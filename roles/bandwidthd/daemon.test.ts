@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pino from 'pino';
+import pino, { type Logger } from 'pino';
 import { stringify } from 'yaml';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
 import type { ContainerInfo, ContainerSource } from '../../src/lib/docker.ts';
@@ -92,7 +92,7 @@ async function receiver(fallback: 200 | 'hang' = 200): Promise<Receiver> {
 const toHook = (hook: Receiver): Record<string, unknown> => ({ notifications: { batch_window: '0s', generic: [{ name: 'hook', enabled: true, url: hook.url }] } });
 const hookEvents = (hook: Receiver): string[] => hook.received.map((q) => (q.body as { event: string }).event);
 
-function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number; notifier?: (config: BandwidthdConfig, store: BandwidthdStore) => Notifier; tc?: Partial<TrafficControl> } = {}): Rig {
+function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?: number; notifier?: (config: BandwidthdConfig, store: BandwidthdStore) => Notifier; tc?: Partial<TrafficControl>; logger?: Logger } = {}): Rig {
   const file = join(dir, `c${Math.random().toString(36).slice(2)}.yaml`);
   writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'Asia/Tokyo', scheduler: { check_interval: '1s' }, docker: { watch_events: false }, ...over }));
   const { config } = loadBandwidthdConfig(file);
@@ -128,7 +128,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     source,
     tc,
     notifier,
-    logger: silent,
+    logger: opts.logger ?? silent,
     hostVethOf: (pid) => Promise.resolve(veths.get(pid) ?? { iface: `veth${pid}`, ifindex: pid }),
     readCounters: (ifaces) => Promise.resolve(new Map(ifaces.filter((i) => counters.has(i)).map((i) => [i, counters.get(i) as IfaceCounters]))),
     now: () => clock.t,
@@ -164,6 +164,27 @@ test('usage into the container (host veth TX) counts as its rx; warning once, th
   assert.equal(slow?.down?.rateBps, 2e6);
   assert.equal(slow?.up?.rateBps, 3e6);
   assert.equal(r.daemon.status().containers[0]?.mode, 'exceeded');
+});
+
+test('the quota warning and the exceeded quota are both logged, with usage and quota, not only sent', async () => {
+  const lines: { level: number; msg: string; container?: string; usage_bytes?: number; quota_bytes?: number }[] = [];
+  const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[number]) });
+  const r = rig({ quota: { warning_percent: 50 } }, { logger });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 600 * KB });
+  await r.daemon.cycle();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 1200 * KB });
+  await r.daemon.cycle();
+  const quota = lines.filter((l) => l.msg.startsWith('daily quota'));
+  assert.deepEqual(
+    quota.map((l) => [l.level, l.msg.replace(/[\d.]+%/, 'N%'), l.container, l.quota_bytes]),
+    [
+      [30, 'daily quota warning: N% used', 'web', r.daemon.status().containers[0]?.quota_bytes],
+      [40, 'daily quota exceeded: throttled to 1/1 Mbit/s', 'web', r.daemon.status().containers[0]?.quota_bytes],
+    ],
+  );
+  assert.equal(quota[0]?.usage_bytes, 600 * KB);
 });
 
 test('disconnect_on_exceeded removes every rule of the exceeded container', async () => {
@@ -321,6 +342,19 @@ test('reconfigure: new default rates are applied to every container at once', as
   assert.equal(r.applied.at(-1)?.[0]?.down?.rateBps, 20e6);
   assert.equal(r.applied.at(-1)?.[0]?.up?.rateBps, 30e6);
   assert.equal(r.daemon.status().timezone, 'UTC');
+});
+
+test('after a reload that changes reset_cron, status shows the next reset the scheduler will run, not a time already past', async () => {
+  const r = rig({ timezone: 'UTC' });
+  await r.daemon.start();
+  assert.equal(r.daemon.status().next_reset_at, '2026-03-02T00:00:00.000Z');
+  r.clock.t = Date.parse('2026-03-01T05:30:10Z');
+  const file = join(dir, 'reset-cron.yaml');
+  writeFileSync(file, stringify({ database: { path: ':memory:' }, timezone: 'UTC', docker: { watch_events: false }, scheduler: { reset_cron: '*/15 * * * *' } }));
+  await r.daemon.reconfigure(loadBandwidthdConfig(file).config);
+  const s = r.daemon.status();
+  assert.equal(s.next_reset_at, '2026-03-01T05:45:00.000Z');
+  assert.equal(s.jobs['reset']?.next_at, s.next_reset_at);
 });
 
 test('history buckets follow history.rollup_interval', async () => {

@@ -398,7 +398,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         if (q.warn) {
           r.warned = 1;
           data.limit_mbps = dir === 'rx' ? config.bandwidth.default_rx_mbps : config.bandwidth.default_tx_mbps;
-          events.push(() => notifier.notify('quota_warning', `${m.name} used ${data.usage_pct}% of its daily quota`, data));
+          events.push(() => {
+            // Logged as the exceeded quota is: an operator without webhooks learns it from the log.
+            log.info({ container: m.name, usage_bytes: data.usage_bytes, quota_bytes: m.quotaBytes }, `daily quota warning: ${data.usage_pct}% used`);
+            notifier.notify('quota_warning', `${m.name} used ${data.usage_pct}% of its daily quota`, data);
+          });
         }
         if (q.exceed) {
           r.exceeded = 1;
@@ -641,7 +645,8 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         docker: dockerState,
         timezone: tz,
         last_reset_at: new Date(last).toISOString(),
-        next_reset_at: nextCronTime(config.scheduler.reset_cron, tz, new Date(last)).toISOString(),
+        // The planned run: counted from the last reset, a reset_cron changed by a reload can give a time already past.
+        next_reset_at: new Date(nextAt.get('reset') ?? nextCronTime(config.scheduler.reset_cron, tz, new Date(last))).toISOString(),
         containers: [...managed.values()].map((m) => ({
           id: m.id,
           name: m.name,

@@ -32,6 +32,12 @@ export const RETRY_PASS_ROWS = 100;
 /** §8: generic webhook client timeout; used for every destination. */
 export const REQUEST_TIMEOUT_MS = 10_000;
 export const CHAT_A_PER_MINUTE = 30;
+/**
+ * How long a stop lets queued notifications have their one attempt. It stays under the 10 s a
+ * shutdown step gets, which one endpoint that never answers would use up alone: what is still
+ * unanswered then is stored (or dropped, without an outbox) instead of lost with the process.
+ */
+export const STOP_GRACE_MS = 5_000;
 
 export interface Destination {
   name: string;
@@ -198,7 +204,10 @@ export interface Notifier {
   stats(): NotifierStats;
   /** Waits until the queue is empty (tests, shutdown). */
   idle(): Promise<void>;
-  /** Ends a retry pass, delivers what is queued without further waits (persisting what fails), then stops. */
+  /**
+   * Ends a retry pass, gives what is queued one attempt each without further waits, for at most
+   * STOP_GRACE_MS (persisting what fails or is unanswered by then), then stops.
+   */
   stop(): Promise<void>;
 }
 
@@ -210,6 +219,8 @@ export interface NotifierOptions {
   requestTimeoutMs?: number;
   /** Tests: the chat_a pace (default 30 messages per 60 s). */
   chatAPace?: { messages: number; windowMs: number };
+  /** Tests: STOP_GRACE_MS. */
+  stopGraceMs?: number;
 }
 
 /** Built once at daemon start; destinations are fixed for the life of the process. */
@@ -218,6 +229,7 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   const store = opts.store;
   const now = opts.now ?? (() => new Date());
   const timeout = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  const graceMs = opts.stopGraceMs ?? STOP_GRACE_MS;
   // One object per destination, so the live workers and the retry pass share its gate.
   const all = destinationsOf(opts.config);
   const dests = all.filter((d) => d.enabled).map((d) => d.dest);
@@ -233,6 +245,10 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   let pass: Promise<{ delivered: number; left: number }> | undefined;
   let stopNow = (): void => undefined;
   const whenStopped = new Promise<undefined>((resolve) => (stopNow = () => resolve(undefined)));
+  // The end of a stop's grace: live deliveries give up their request in flight and send no more.
+  let givenUp = false;
+  let giveUp = (): void => undefined;
+  const whenGivenUp = new Promise<undefined>((resolve) => (giveUp = () => ((givenUp = true), resolve(undefined))));
 
   function sleep(ms: number): Promise<void> {
     if (stopping || ms <= 0) return Promise.resolve();
@@ -295,7 +311,13 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     const maxWait = outbox ? MAX_BACKOFF_MS : MAX_RETRY_AFTER_MS;
     let last: SendResult = { ok: false };
     for (let n = 1; n <= Math.max(1, dest.maxRetries); n++) {
-      last = await attempt(dest, body, maxWait);
+      const r = givenUp ? undefined : await Promise.race([attempt(dest, body, maxWait), whenGivenUp]);
+      if (r === undefined) {
+        // An abandoned request may still arrive: stored, it is delivered at least once.
+        last = { ok: false, error: `not delivered within the ${Math.round(graceMs / 1000)} s a stop allows` };
+        break;
+      }
+      last = r;
       if (last.ok) {
         counts.delivered++;
         return;
@@ -344,6 +366,9 @@ export function createNotifier(opts: NotifierOptions): Notifier {
       log.warn({ destination: name, deliveries: outbox.outboxDrop(name) }, 'stored webhooks for a destination no longer configured: dropped');
       return 0;
     }
+    // Switched off (its own `enabled` or webhook.enabled): it receives nothing, stored deliveries
+    // included; they wait for it to be switched on again.
+    if (!dests.includes(dest)) return 0;
     let delivered = 0;
     for (const row of outbox.outbox(name, RETRY_PASS_ROWS)) {
       if (stopping) break;
@@ -398,7 +423,9 @@ export function createNotifier(opts: NotifierOptions): Notifier {
       stopping = true;
       stopNow();
       for (const wake of [...sleeps]) wake();
+      const grace = setTimeout(giveUp, graceMs);
       while (running.size > 0) await Promise.all([...running.values()]);
+      clearTimeout(grace);
       // The job that started the pass reports its failure; here it only has to be over.
       await pass?.catch(() => undefined);
     },

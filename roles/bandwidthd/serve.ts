@@ -54,9 +54,12 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
     restrictSocket(config.general.socket_path);
     shutdown.add('local socket', () => local.app.close());
     exitOnSignals(shutdown);
-    await daemon.start();
+    // Before start(): its first cycle can wait 15 s on a slow engine while the socket already
+    // answers, and an unhandled SIGHUP (a reload) would kill the process, leaving its lock behind.
+    // A reload then is queued behind the first cycle like any other serial work.
     const reload = createReloader({ configPath, running: config, daemon, notifier, logger });
     process.on('SIGHUP', () => void reload());
+    await daemon.start();
     notifier.notify('daemon_started', 'the bandwidth daemon started', { pid: process.pid });
     logger.info({ socket: config.general.socket_path, containers: daemon.status().containers.length }, 'bandwidth daemon running');
   } catch (err) {

@@ -2,11 +2,13 @@
  * `bandwidth serve` as a process without containers (the engine endpoint leads nowhere, which is
  * itself a docker_error notification): single instance through the lock file, a stale lock taken
  * over, pid file and socket mode 0600, the CLI over the socket, `webhook test` with and without
- * the daemon, and failed webhooks persisted and delivered after a restart.
+ * the daemon, failed webhooks persisted and delivered after a restart, and a reload while the first
+ * cycle still waits on a slow engine.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
@@ -165,4 +167,45 @@ test('SIGHUP: a good file is applied, a bad one refused (every problem logged) w
   assert.match(line ?? '', /max_open_conns/);
   assert.equal(bw('status').code, 0, 'still serving');
   writeFileSync(config, doc);
+});
+
+test('a SIGHUP while the first cycle waits on an engine that does not answer is a reload, not the end of the process', async () => {
+  const slow = join(dir, 'slow');
+  mkdirSync(slow);
+  const slowConfig = join(slow, 'config.yaml');
+  // An engine socket that accepts and never answers: the first cycle waits for its time-out.
+  const held = new Set<Socket>();
+  const engine = createServer((c) => void held.add(c));
+  await new Promise<void>((r) => engine.listen(join(slow, 'engine.sock'), r));
+  writeFileSync(
+    slowConfig,
+    stringify({
+      general: { socket_path: join(slow, 'bw.sock'), lock_file: join(slow, 'bw.lock'), pid_file: join(slow, 'bw.pid') },
+      logging: { file: '' },
+      database: { path: join(slow, 'bw.db') },
+      docker: { endpoint: `unix://${join(slow, 'engine.sock')}`, watch_events: false },
+    }),
+  );
+  const d = startHostkit(['bandwidthd', 'serve', '--config', slowConfig]);
+  try {
+    // The admin socket answers before the first cycle is over: to an operator the daemon is up.
+    const [cmd, ...pre] = hostkitArgv();
+    const up = (): Promise<boolean> => new Promise((resolve) => execFile(cmd as string, [...pre, 'bandwidthd', 'status', '--config', slowConfig], (err) => resolve(!err)));
+    const end = Date.now() + 10_000;
+    while (!(await up()) && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+    assert.doesNotMatch(d.output(), /bandwidth daemon running/, 'still in its first cycle');
+    d.child.kill('SIGHUP');
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(d.child.signalCode, null, 'alive after the SIGHUP');
+    // The engine goes away: the first cycle ends at once, and the queued reload runs after it.
+    for (const c of held) c.destroy();
+    await new Promise((r) => engine.close(r));
+    await d.waitFor(/config reloaded and rules re-applied/);
+  } finally {
+    await d.stop();
+    for (const c of held) c.destroy();
+    if (engine.listening) engine.close();
+  }
+  assert.equal(d.child.exitCode, 0, d.output());
+  assert.ok(!existsSync(join(slow, 'bw.lock')), 'the lock is released');
 });

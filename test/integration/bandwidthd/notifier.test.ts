@@ -43,8 +43,8 @@ async function receiver(platform: 'chat_a' | 'chat_b' | 'generic', fallback: 200
   return r;
 }
 
-function notifierOf(config: BandwidthdConfig, opts: { store?: ReturnType<typeof openBandwidthdStore>; timeoutMs?: number; pace?: { messages: number; windowMs: number } } = {}): Notifier {
-  const x = createNotifier({ config, store: opts.store ?? null, logger, requestTimeoutMs: opts.timeoutMs ?? 2000, ...(opts.pace ? { chatAPace: opts.pace } : {}) });
+function notifierOf(config: BandwidthdConfig, opts: { store?: ReturnType<typeof openBandwidthdStore>; timeoutMs?: number; pace?: { messages: number; windowMs: number }; stopGraceMs?: number } = {}): Notifier {
+  const x = createNotifier({ config, store: opts.store ?? null, logger, requestTimeoutMs: opts.timeoutMs ?? 2000, ...(opts.pace ? { chatAPace: opts.pace } : {}), ...(opts.stopGraceMs ? { stopGraceMs: opts.stopGraceMs } : {}) });
   notifiers.push(x);
   return x;
 }
@@ -158,6 +158,21 @@ test('time-outs exhaust the retries; webhook.endpoints failures are stored and t
   store.close();
 });
 
+test('a stop with an endpoint that never answers ends within its grace and stores every queued notification instead of losing them', async () => {
+  const r = await receiver('generic', 'hang');
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  const config = configOf({ webhook: { enabled: true, max_retries: 1, endpoints: [{ name: 'ep', url: r.url, type: 'generic', enabled: true }] }, notifications: { batch_window: '0s' } });
+  const x = notifierOf(config, { store, timeoutMs: 3000, stopGraceMs: 500 });
+  for (const e of ['container_found', 'daemon_started', 'daemon_stopped'] as const) x.notify(e, e);
+  await r.waitFor(1);
+  const t0 = Date.now();
+  await x.stop();
+  assert.ok(Date.now() - t0 < 1500, `the stop took ${Date.now() - t0} ms`);
+  assert.deepEqual(store.outbox('ep', 10).map((row) => (JSON.parse(row.body) as { event: string }).event), ['container_found', 'daemon_started', 'daemon_stopped']);
+  assert.equal(r.received.length, 1, 'nothing sent after the grace');
+  store.close();
+});
+
 test('a full queue drops new notifications and counts them', async () => {
   const r = await receiver('generic', 'hang');
   const x = notifierOf(configOf({ webhook: { queue_size: 2 }, notifications: { retry: { max_retries: 1, backoff_base: '100ms' }, batch_window: '10ms', generic: [{ name: 'g', enabled: true, url: r.url }] } }), { timeoutMs: 300 });
@@ -239,6 +254,21 @@ function storeFor(store: BandwidthdStore, config: BandwidthdConfig, name: string
 }
 
 const endpoint = (name: string, url: string, type: Platform = 'generic'): Record<string, unknown> => ({ name, url, type, enabled: true });
+
+test('a switched-off destination gets none of its stored deliveries; they wait until it is switched on again', async () => {
+  const r = await receiver('generic');
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  const on = configOf({ webhook: { enabled: true, endpoints: [endpoint('ep', r.url), endpoint('other', r.url)] } });
+  storeFor(store, on, 'ep', 'stored while enabled');
+  storeFor(store, on, 'other', 'stored while enabled');
+  const master = notifierOf(configOf({ webhook: { enabled: false, endpoints: [endpoint('ep', r.url), endpoint('other', r.url)] } }), { store });
+  assert.deepEqual(await master.retryStored(), { delivered: 0, left: 2 });
+  const one = notifierOf(configOf({ webhook: { enabled: true, endpoints: [{ ...endpoint('ep', r.url), enabled: false }, endpoint('other', r.url)] } }), { store });
+  assert.deepEqual(await one.retryStored(), { delivered: 1, left: 1 });
+  assert.equal(r.received.length, 1, 'only the enabled destination was sent to');
+  assert.deepEqual(await notifierOf(on, { store }).retryStored(), { delivered: 1, left: 0 });
+  store.close();
+});
 
 test('the retry pass and live deliveries share the chat_a pace of one webhook', async () => {
   const r = await receiver('chat_a');
