@@ -27,6 +27,7 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
   const lock = acquireLock(config.general.lock_file, 'bandwidth daemon');
   const logger = createLogger({ name: 'bandwidth', ...config.logging, redactKeys: ['webhook_url', 'url', 'headers'] });
   for (const w of warnings) logger.warn(`${configPath}: ${w}`);
+  if (lock.takenOver !== undefined) logger.warn({ lock: config.general.lock_file, pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
   const shutdown = createShutdown({ logger });
   shutdown.add('lock', () => lock.release());
   try {

@@ -27,23 +27,31 @@ const USER_HZ = 100;
 /** A process that started this long after the lock's last write still counts as its writer (clock granularity). */
 const START_SLACK_MS = 2000;
 
-/** When a process started (ms since the epoch), or undefined when /proc does not tell. */
-function processStart(pid: number): number | undefined {
+/**
+ * What /proc says of a process: whether it has exited (a zombie its parent has not reaped yet,
+ * which `kill(pid, 0)` still finds) and when it started (ms since the epoch); undefined when /proc
+ * does not tell.
+ */
+function processState(pid: number): { exited: boolean; started: number | undefined } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the parenthesised command name (which may hold spaces); starttime is the 22nd field.
-    const ticks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    // Fields after the parenthesised command name (which may hold spaces): the state is the 3rd
+    // field, starttime the 22nd.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[19]);
     const btime = Number(/^btime (\d+)$/m.exec(readFileSync('/proc/stat', 'utf8'))?.[1]);
-    return Number.isFinite(ticks) && Number.isFinite(btime) ? btime * 1000 + (ticks * 1000) / USER_HZ : undefined;
+    return { exited: fields[0] === 'Z' || fields[0] === 'X', started: Number.isFinite(ticks) && Number.isFinite(btime) ? btime * 1000 + (ticks * 1000) / USER_HZ : undefined };
   } catch {
     return undefined;
   }
 }
 
-/** Whether `holder` can be the process that wrote the lock at `path`: alive, and started before the lock's last write. */
+/** Whether `holder` can be the process that wrote the lock at `path`: running, and started before the lock's last write. */
 function holds(holder: number, path: string): boolean {
   if (!pidAlive(holder)) return false;
-  const started = processStart(holder);
+  const state = processState(holder);
+  if (state?.exited === true) return false;
+  const started = state?.started;
   if (started === undefined) return true;
   try {
     return started <= statSync(path).mtimeMs + START_SLACK_MS;
@@ -81,6 +89,8 @@ function readPid(path: string): number | undefined {
 export interface InstanceLock {
   /** Removes the lock file if it still holds our pid; idempotent. */
   release(): void;
+  /** The pid of an earlier holder that did not stop cleanly, whose lock this one took over (for the log). */
+  takenOver: number | undefined;
 }
 
 /**
@@ -89,6 +99,7 @@ export interface InstanceLock {
  */
 export function acquireLock(path: string, what: string, pid: number = process.pid): InstanceLock {
   makeDirs(dirname(path));
+  let takenOver: number | undefined;
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const fd = openSync(path, 'wx', 0o644);
@@ -99,6 +110,7 @@ export function acquireLock(path: string, what: string, pid: number = process.pi
       }
       let released = false;
       return {
+        takenOver,
         release() {
           if (released) return;
           released = true;
@@ -118,6 +130,7 @@ export function acquireLock(path: string, what: string, pid: number = process.pi
       if (holder !== undefined && holder !== pid && holds(holder, path)) {
         throw new Error(`another ${what} is already running (pid ${holder} holds ${path})`);
       }
+      if (holder !== undefined) takenOver = holder;
       try {
         unlinkSync(path);
       } catch {
