@@ -27,7 +27,7 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
   const lock = acquireLock(config.general.lock_file, 'bandwidth daemon');
   const logger = createLogger({ name: 'bandwidth', ...config.logging, redactKeys: ['webhook_url', 'url', 'headers'] });
   for (const w of warnings) logger.warn(`${configPath}: ${w}`);
-  if (lock.takenOver !== undefined) logger.warn({ lock: config.general.lock_file, pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+  if (lock.takenOver !== undefined) logger.warn({ lock: config.general.lock_file, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
   const shutdown = createShutdown({ logger });
   shutdown.add('lock', () => lock.release());
   try {
@@ -36,6 +36,11 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
 
     const store = openBandwidthdStore(config.database);
     shutdown.add('store', () => store.close());
+    // Without persist_queue nothing sends what an earlier run stored; kept, like the stored
+    // deliveries of a switched-off destination, for when it is switched on again.
+    if (!config.webhook.persist_queue && store.outboxCount() > 0) {
+      logger.warn({ deliveries: store.outboxCount() }, 'webhook.persist_queue is off: deliveries an earlier run stored for retry wait until it is switched on again');
+    }
     const notifier = createNotifier({ config, store: config.webhook.persist_queue ? store : null, logger });
     shutdown.add('notifier', () => notifier.stop());
     const source = createContainerSource({

@@ -90,7 +90,7 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean; ser
     // Two panels on one database would both run the purge, the health snapshots and the bulk queue.
     const lockFile = lockPathFor(dbFile);
     lock = acquireLock(lockFile, 'panel');
-    if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+    if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
     try {
       checkAccess([dbFile, `${dbFile}-wal`, `${dbFile}-shm`].map((path) => ({ path, mode: constants.R_OK | constants.W_OK })).concat([{ path: keyFile, mode: constants.R_OK }]));
     } catch (err) {

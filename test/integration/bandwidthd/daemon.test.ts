@@ -65,6 +65,7 @@ test('a stale lock (dead pid) is taken over; pid file and a 0600 socket', async 
   writeFileSync(file('bw.lock'), '999999\n');
   daemon = startHostkit(['bandwidthd', 'serve', '--config', config]);
   await daemon.waitFor(/bandwidth daemon running/);
+  assert.match(daemon.output(), /"previous_pid":999999,.*"took over the lock of an earlier run that did not stop cleanly"/);
   const pid = String(daemon.child.pid);
   assert.equal(readFileSync(file('bw.lock'), 'utf8').trim(), pid);
   assert.equal(readFileSync(file('bw.pid'), 'utf8').trim(), pid);
@@ -152,6 +153,25 @@ test('after a restart the stored deliveries go out; SIGTERM removes lock and pid
   }
   assert.equal(persisted, 0);
   assert.ok(events(hook).length >= before + 4);
+});
+
+test('with persist_queue off, deliveries an earlier run stored are kept unsent and the start says so', async () => {
+  hook.fallback = 500;
+  assert.equal(await daemon?.stop(), 0, 'daemon_stopped fails and is stored');
+  const doc = readFileSync(config, 'utf8');
+  const base = parse(doc) as Record<string, Record<string, unknown>>;
+  writeFileSync(config, stringify({ ...base, webhook: { ...base['webhook'], persist_queue: false } }));
+  const before = hook.received.length;
+  daemon = startHostkit(['bandwidthd', 'serve', '--config', config]);
+  await daemon.waitFor(/persist_queue is off: deliveries an earlier run stored for retry wait until it is switched on again/);
+  await daemon.waitFor(/bandwidth daemon running/);
+  assert.ok((JSON.parse(bw('status', '--json').stdout) as { webhooks: { persisted: number } }).webhooks.persisted > 0);
+  assert.ok(!hook.received.slice(before).some((q) => (q.body as { event: string }).event === 'daemon_stopped'), 'the stored one is not sent');
+  hook.fallback = 200;
+  assert.equal(await daemon.stop(), 0);
+  writeFileSync(config, doc);
+  daemon = startHostkit(['bandwidthd', 'serve', '--config', config]);
+  await daemon.waitFor(/bandwidth daemon running/);
 });
 
 test('SIGHUP: a good file is applied, a bad one refused (every problem logged) while the old config keeps serving', async () => {
