@@ -3,7 +3,7 @@
  * once (pipeline, client-IP resolver, origin header rules, origin pool, certificate). Requests
  * only read it.
  */
-import type { SecureContext } from 'node:tls';
+import type { SiteCertificate } from './certificates.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
 import { createClientIpResolver, type ClientIpResolver } from './client-ip.ts';
 import { createIpMatcher } from '../../src/lib/ip-match.ts';
@@ -31,7 +31,7 @@ export interface CompiledSite {
   /** `Strict-Transport-Security` value for HTTPS responses, when hsts_max_age is set. */
   readonly hsts: string | undefined;
   /** The certificate served for this site's names; undefined when TLS is off or unreadable. */
-  readonly secureContext: SecureContext | undefined;
+  readonly certificate: SiteCertificate | undefined;
 }
 
 export interface CompileSiteInput {
@@ -40,7 +40,7 @@ export interface CompileSiteInput {
   global: Readonly<ProxyGlobalConfig>;
   pools: OriginPools;
   services: PipelineServices;
-  secureContext: SecureContext | undefined;
+  certificate: SiteCertificate | undefined;
   /** The host lets sockets bind a client's address (nonlocalBindAllowed()): transparent mode works. */
   nonlocalBind: boolean;
 }
@@ -80,6 +80,6 @@ export function compileSite(input: CompileSiteInput): CompiledSite {
     maxIpBps: c.bandwidth.max_ip_bps,
     maxBodyBytes: c.protection.request_limits.max_body_bytes,
     hsts: c.tls.hsts_max_age === null ? undefined : `max-age=${c.tls.hsts_max_age}`,
-    secureContext: input.secureContext,
+    certificate: input.certificate,
   };
 }

@@ -356,8 +356,8 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       },
     sniCallback(servername, cb) {
       const site = current().route(servername);
-      if (site?.secureContext) {
-        cb(null, site.secureContext);
+      if (site?.certificate) {
+        cb(null, site.certificate.context);
         return;
       }
       logger.debug({ servername }, 'TLS handshake refused: no site certificate for this name');

@@ -48,17 +48,17 @@ export function buildGeneration(input: BuildInput): Generation {
   const sites: CompiledSite[] = [];
   const nonlocalBind = input.sites.some((f) => f.config.client_ip.transparent) && nonlocalBindAllowed();
   for (const { file, config } of input.sites) {
-    let secureContext;
+    let certificate;
     if (config.tls.enabled) {
-      const previous = input.previous?.byId.get(config.id)?.secureContext;
+      const previous = input.previous?.byId.get(config.id)?.certificate;
       const cert = loadCertificate(input.root, config.tls, previous);
       if (cert.problem) {
         input.logger.error(
-          { site: config.id, file, cert_path: config.tls.cert_path, key_path: config.tls.key_path, problem: cert.problem, kept_previous: cert.context !== undefined },
+          { site: config.id, file, cert_path: config.tls.cert_path, key_path: config.tls.key_path, problem: cert.problem, kept_previous: cert.certificate !== undefined },
           'cannot load the site certificate',
         );
       }
-      secureContext = cert.context;
+      certificate = cert.certificate;
     }
     if (config.client_ip.transparent && !input.services.transparentSaid.has(config.id)) {
       // Said once per site (every generation is built again on a reload).
@@ -66,7 +66,7 @@ export function buildGeneration(input: BuildInput): Generation {
       if (nonlocalBind) input.logger.info({ site: config.id, file }, 'client_ip.transparent: origin connections are sourced from the IPv4 client address (policy routing must bring the answers back)');
       else input.logger.warn({ site: config.id, file }, 'client_ip.transparent is not available (net.ipv4.ip_nonlocal_bind is not 1): origin connections use normal egress');
     }
-    sites.push(compileSite({ file, config, global: input.global, pools: input.pools, services: input.services, secureContext, nonlocalBind }));
+    sites.push(compileSite({ file, config, global: input.global, pools: input.pools, services: input.services, certificate, nonlocalBind }));
   }
   const { route, conflicts } = createHostRouter(sites);
   for (const c of conflicts) {
@@ -76,7 +76,7 @@ export function buildGeneration(input: BuildInput): Generation {
       'hostname claimed by two enabled sites: the first file in sorted order keeps it; the other site serves its other names',
     );
   }
-  input.logger.debug({ generation: input.number, sites: sites.map((s) => ({ id: s.id, enabled: s.enabled, hostnames: s.hostnames, tls: s.secureContext !== undefined })) }, 'routing table');
+  input.logger.debug({ generation: input.number, sites: sites.map((s) => ({ id: s.id, enabled: s.enabled, hostnames: s.hostnames, tls: s.certificate !== undefined })) }, 'routing table');
   input.pools.retainOnly(new Set(sites.map((s) => s.origin)));
   return {
     number: input.number,

@@ -66,6 +66,9 @@ export async function startListeners(opts: {
     // Node's server, not listening: it gets the connections the own server hands over. A missing
     // Host is the data plane's 400 (`request.host`, with an event), not a bare one of node's.
     const fallback = createHttpServer({ maxHeaderSize: opts.maxHeaderSize, shouldUpgradeCallback: plane.isTunnel, requireHostHeader: false }, plane.handler(scheme));
+    // Node's server aborts the requests of a client that half-closes (`nc -N`, HTTP/1.0 tools)
+    // unless told otherwise; the own server answers them, and so must this one.
+    (fallback as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     fallback.on('upgrade', plane.upgradeHandler(scheme));
     fallback.on('connect', plane.connectHandler(scheme));
     const fast = createHttp1Server({ onRequest: plane.handler(scheme), fallback, maxHeaderSize: opts.maxHeaderSize });

@@ -36,6 +36,24 @@ test('patchYamlText changes values in place: comments of kept keys survive, remo
   assert.deepEqual(parse(patchYamlText('not: [valid', { a: 1 })), { a: 1 }, 'unparseable text is replaced');
 });
 
+test('patchYamlText keeps a ${VAR} reference the body repeats expanded (a GET sent back), and writes a changed value', (t) => {
+  process.env['HK_YAML_EDIT_TOKEN'] = 'secret-from-env-0123456789';
+  process.env['HK_YAML_EDIT_PORT'] = '8080';
+  t.after(() => {
+    delete process.env['HK_YAML_EDIT_TOKEN'];
+    delete process.env['HK_YAML_EDIT_PORT'];
+  });
+  const text = 'admin:\n  tokens:\n    - { name: ops, token: "${HK_YAML_EDIT_TOKEN}", role: admin }\nlisten_http: ["127.0.0.1:${HK_YAML_EDIT_PORT}"]\nlog_level: info\n';
+  const sentBack = { admin: { tokens: [{ name: 'ops', token: 'secret-from-env-0123456789', role: 'admin' }] }, listen_http: ['127.0.0.1:8080'], log_level: 'debug' };
+  const out = patchYamlText(text, sentBack);
+  assert.doesNotMatch(out, /secret-from-env/);
+  assert.match(out, /token: "\$\{HK_YAML_EDIT_TOKEN\}"/);
+  assert.match(out, /"127\.0\.0\.1:\$\{HK_YAML_EDIT_PORT\}"/);
+  assert.match(out, /log_level: debug/);
+  const rotated = patchYamlText(text, { ...sentBack, admin: { tokens: [{ name: 'ops', token: 'typed-in-token-0123456789', role: 'admin' }] } });
+  assert.match(rotated, /token: "typed-in-token-0123456789"/);
+});
+
 test('writeFileAtomic keeps an existing file mode, writes a new one with the given mode, and writes through a symlink', () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-yaml-'));
   const kept = join(dir, 'kept.yaml');

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { chownSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { Document, isMap, isScalar, isSeq, parseDocument, type Node, type Tags } from 'yaml';
+import { expandEnv } from '../../src/core/config-loader.ts';
 
 const TO_STRING = { flowCollectionPadding: false, lineWidth: 0 } as const;
 
@@ -19,6 +20,17 @@ export function isPlainObject(v: unknown): v is Record<string, unknown> {
 /** Whether a list item's node and a new plain-object value are the same entry: same `id`, or neither has one. */
 function sameEntry(node: unknown, value: unknown): boolean {
   return isPlainObject(value) && isMap(node) && node.get('id') === value['id'];
+}
+
+/**
+ * Whether a file value with `${VAR}` references loads as `value` (the loader expands them): a GET
+ * sent back repeats the expanded value, and writing it would put a secret kept in the environment
+ * (a token from the unit's EnvironmentFile) into the file and cut the file off the variable.
+ */
+function expandsTo(written: unknown, value: unknown): boolean {
+  if (typeof written !== 'string' || value === null) return false;
+  const expanded = expandEnv(written);
+  return expanded !== written && expanded === String(value);
 }
 
 /**
@@ -47,7 +59,7 @@ function patchNode(doc: Document, node: unknown, value: unknown): unknown {
     return node;
   }
   if (isScalar(node) && (value === null || typeof value !== 'object') && !node.tag) {
-    if (node.value !== value) node.value = value;
+    if (node.value !== value && !expandsTo(node.value, value)) node.value = value;
     return node;
   }
   return doc.createNode(value);

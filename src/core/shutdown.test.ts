@@ -59,3 +59,21 @@ test('SIGTERM runs the steps and exits 0', async () => {
   assert.equal(exitCode, 0);
   assert.match(out, /flushed/);
 });
+
+test('SIGUSR1 opens no debugger once the signal handlers are in: the daemon keeps running and still stops on SIGTERM', async () => {
+  const code = `
+    import { createShutdown, exitOnSignals } from ${JSON.stringify(new URL('./shutdown.ts', import.meta.url).href)};
+    exitOnSignals(createShutdown());
+    setInterval(() => {}, 1000);
+    process.stdout.write('ready\\n');`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  await new Promise<void>((resolve) => child.stdout.on('data', (d: Buffer) => d.toString().includes('ready') && resolve()));
+  child.kill('SIGUSR1');
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(child.exitCode, null, 'still running');
+  child.kill('SIGTERM');
+  assert.equal(await new Promise<number | null>((resolve) => child.on('exit', resolve)), 0);
+  assert.doesNotMatch(err, /Debugger listening/);
+});

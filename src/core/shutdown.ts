@@ -17,6 +17,8 @@ export interface Shutdown {
    * file says why, not only stderr. A log without its `stopped` line ended in a crash or a kill.
    */
   run(reason: string, cause?: unknown): Promise<void>;
+  /** The logger the steps report to, when there is one. */
+  readonly logger: AppLogger | undefined;
 }
 
 export function createShutdown(opts: { logger?: AppLogger; timeoutMs?: number } = {}): Shutdown {
@@ -54,11 +56,18 @@ export function createShutdown(opts: { logger?: AppLogger; timeoutMs?: number } 
       steps.push({ name, run: fn });
     },
     run,
+    logger: opts.logger,
   };
 }
 
-/** Installs SIGTERM/SIGINT handlers that run `shutdown` and exit 0; a second signal exits 1. */
+/**
+ * Installs SIGTERM/SIGINT handlers that run `shutdown` and exit 0; a second signal exits 1. Also
+ * takes SIGUSR1, which would otherwise open node's debugger on 127.0.0.1:9229, code execution in
+ * the daemon for any local user; operators send it out of habit (logrotate's "reopen logs" for
+ * nginx), so it is logged and ignored.
+ */
 export function exitOnSignals(shutdown: Shutdown, exit: (code: number) => void = (c) => process.exit(c)): void {
+  process.on('SIGUSR1', () => shutdown.logger?.warn('SIGUSR1 ignored: it would open a debugger port, and logs need no reopening (hostkit rotates its own files)'));
   let seen = false;
   const onSignal = (signal: NodeJS.Signals): void => {
     if (seen) exit(1);

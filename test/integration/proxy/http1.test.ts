@@ -324,6 +324,21 @@ test('a client that half-closes after its requests still gets every answer, then
   assert.equal(b?.body, 'hello world');
 });
 
+test('a half-closing client of a request handed to node (HTTP/1.0, chunked upload) still gets its answer', async () => {
+  const halfClosed = (bytes: string): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const socket = connect(root.httpPort, '127.0.0.1', () => socket.end(bytes));
+      let got = '';
+      socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      socket.on('close', () => resolve(got));
+      socket.on('error', reject);
+    });
+  const [old] = responses(await halfClosed(`GET /echo?v10 HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`));
+  assert.match(JSON.parse(old?.body ?? '{}').head, /^GET \/echo\?v10 /);
+  const [upload] = responses(await halfClosed(`POST /echo?up HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`));
+  assert.equal(JSON.parse(upload?.body ?? '{}').length, 3);
+});
+
 test('a head sent a byte at a time is served (incrementally parsed, not rescanned)', async () => {
   const text = await new Promise<string>((resolve, reject) => {
     const socket = connect(root.httpPort, '127.0.0.1');

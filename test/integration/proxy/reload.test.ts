@@ -173,6 +173,13 @@ test('SIGHUP reloads like nginx, and the proxy keeps serving', async () => {
   assert.equal((await get('blog.test')).status, 200);
 });
 
+test('SIGUSR1 (logrotate habit) is logged and ignored, and opens no debugger', async () => {
+  proxy.child.kill('SIGUSR1');
+  await proxy.waitFor(/"msg":"SIGUSR1 ignored/);
+  assert.doesNotMatch(proxy.output(), /Debugger listening|inspector/i);
+  assert.equal((await get('blog.test')).status, 200);
+});
+
 test('RUST_LOG overrides log_level', async () => {
   const quiet = await makeRoot({ global: { log_level: 'error' }, sites: { 's.yaml': { id: 's', hostnames: ['s.test'], origin: { url: a.url } } } });
   const loud = await startProxy(quiet, { env: { RUST_LOG: 'hyper=warn,osproxy=debug' } });
