@@ -430,6 +430,11 @@ class Http1Connection implements Expiring {
       if (buf.length > max) this.handOff();
       return false;
     }
+    if (text === null) {
+      // Bare LF line ends: node's parser answers them with its 400.
+      this.handOff();
+      return false;
+    }
     const end = text.length + 4;
     const head = end <= max ? parseRequestHead(text) : undefined;
     if (!head) {

@@ -290,6 +290,7 @@ class OriginExchange implements Exchange {
             this.head = transient && all === buf ? Buffer.from(all) : all;
             return;
           }
+          if (text === null) return this.fail(new OriginError(ORIGIN_ERRORS.protocol, 'origin response head has bare LF line ends'));
           try {
             parsed = parseResponseHead(text, bodyless);
           } catch (err) {

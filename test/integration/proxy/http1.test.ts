@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Daemon } from '../hostkit-process.ts';
-import { makeRoot, startProxy, type ProxyRoot } from './harness.ts';
+import { api, makeRoot, startProxy, until, type ProxyRoot } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
@@ -63,6 +63,7 @@ const CANNED: Readonly<Record<string, string>> = {
   '/hop': 'HTTP/1.1 200 OK\r\nConnection: x-private, keep-alive\r\nKeep-Alive: timeout=5\r\nX-Private: secret\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok',
   // Two different lengths: an answer a proxy must not pass on.
   '/bad': 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok',
+  '/bare-lf': 'HTTP/1.1 200 OK\nContent-Length: 2\n\nok',
 };
 
 /** The origin's answers, by path. */
@@ -245,9 +246,15 @@ test('kept-alive origin connections are reused; a GET the origin drops on a reus
   agent.destroy();
 });
 
-test('a malformed origin answer is a 502', async () => {
+test('a malformed origin answer is a 502, one with bare LF line ends at once rather than at read_timeout_ms', async () => {
   const [r] = responses(await exchange(get('/bad'), (t) => responses(t).length >= 1));
   assert.equal(r?.status, 502);
+  const [lf] = responses(await exchange(get('/bare-lf'), (t) => responses(t).length >= 1));
+  assert.equal(lf?.status, 502);
+  // Refused as malformed (origin.error), not waited out until read_timeout_ms (origin.timeout).
+  await until('the event', async () => ((await api(root, 'GET', '/events/recent?site=raw&limit=20')).body.data.events as { path: string }[]).some((e) => e.path === '/bare-lf'));
+  const events = (await api(root, 'GET', '/events/recent?site=raw&limit=20')).body.data.events as { path: string; rule: string | null }[];
+  assert.equal(events.find((e) => e.path === '/bare-lf')?.rule, 'origin.error');
 });
 
 test('requests outside the fast path go to node: a chunked upload, then a plain request on the same connection', async () => {
@@ -259,9 +266,28 @@ test('requests outside the fast path go to node: a chunked upload, then a plain 
   assert.match(JSON.parse(b?.body ?? '{}').head, /^GET \/echo\?next /);
 });
 
-test("node's parser answers malformed heads: 400 for a bad header line, 431 for an oversized head", async () => {
+test("node's parser answers malformed heads: 400 for a bad header line or bare LF line ends (whole or in pieces), 431 for an oversized head", async () => {
   const bad = await exchange(`GET / HTTP/1.1\r\nHost: ${HOST}\r\nBad Header\r\n\r\n`, (t) => t.includes('\r\n\r\n'));
   assert.match(bad, /^HTTP\/1\.1 400 /);
+  // Without a CRLF CRLF the head never ended for the own parser: the client waited a minute.
+  assert.match(await exchange(`GET / HTTP/1.1\nHost: ${HOST}\n\n`, (t) => t.includes('\r\n\r\n'), 2000), /^HTTP\/1\.1 400 /);
+  const pieces = await new Promise<string>((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1', () => {
+      socket.write(`GET / HTTP/1.1\r\nHost: ${HOST}\r\n`);
+      setTimeout(() => socket.write('X-Late: 1\n\n'), 50);
+    });
+    let got = '';
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (got.includes('\r\n\r\n')) {
+        socket.destroy();
+        resolve(got);
+      }
+    });
+    socket.setTimeout(2000, () => reject(new Error(`no answer: ${JSON.stringify(got)}`)));
+    socket.on('error', reject);
+  });
+  assert.match(pieces, /^HTTP\/1\.1 400 /);
   const big = await exchange(`GET / HTTP/1.1\r\nHost: ${HOST}\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`, (t) => t.includes('\r\n\r\n'));
   assert.match(big, /^HTTP\/1\.1 431 /);
 });
