@@ -149,3 +149,12 @@ test('a directory, a binary file, an alias inside its own anchor and an alias bo
   assert.equal(problem(() => loadConfigText('a: &a [*a]\n', 'x.yaml', spec)), 'YAML error: an alias refers to the anchor it is inside');
   assert.match(problem(() => loadConfigText(`a: &a [1]\nb: [${Array.from({ length: 120 }, () => '*a').join(', ')}]\n`, 'x.yaml', spec)), /^YAML error: Excessive alias count/);
 });
+
+test('a file of two YAML documents and a file that is not UTF-8 are each one problem in plain words', () => {
+  assert.throws(() => loadConfigText('name: a\n---\nname: b\n', 'x.yaml', spec), (err: unknown) => err instanceof ConfigError && /more than one YAML document \(a second ---\)/.test(err.problems[0]?.message ?? '') && !/parseAllDocuments/.test(err.problems[0]?.message ?? ''));
+  const dir = mkdtempSync(join(tmpdir(), 'hk-cfg-'));
+  writeFileSync(join(dir, 'latin1.yaml'), Buffer.from('name: caf\xe9\n', 'latin1'));
+  assert.throws(() => loadConfigFile(join(dir, 'latin1.yaml'), spec), (err: unknown) => err instanceof ConfigError && err.problems.length === 1 && err.problems[0]?.message === 'not UTF-8 text: save the file as UTF-8');
+  writeFileSync(join(dir, 'utf8.yaml'), 'name: café\n');
+  assert.equal(loadConfigFile(join(dir, 'utf8.yaml'), spec).config.name, 'café');
+});

@@ -4,6 +4,7 @@
  * frozen object. Every problem is collected with the JSON pointer of its field, so `check` and a
  * refused start can list them all at once. Unknown keys are ignored with a warning.
  */
+import { isUtf8 } from 'node:buffer';
 import { readFileSync } from 'node:fs';
 import { parseDocument, type Tags } from 'yaml';
 import { AppError, errorMessage } from './app-error.ts';
@@ -86,15 +87,18 @@ export function formatProblems(problems: readonly ConfigProblem[], warnings: rea
  * so callers print it like any other config problem.
  */
 export function loadConfigFile<T>(file: string, spec: ConfigSpec<T>): LoadedConfig<T> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(file, 'utf8');
+    bytes = readFileSync(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory, not a file' : errorMessage(err);
     throw new ConfigError(file, [{ path: '', message: `cannot read config: ${why}` }]);
   }
-  return loadConfigText(text, file, spec);
+  // Read as UTF-8 regardless, a Latin-1 file's accented letters would turn into U+FFFD and surface
+  // as some field's odd problem (a hostname that is not one) instead of the file's.
+  if (!isUtf8(bytes)) throw new ConfigError(file, [{ path: '', message: 'not UTF-8 text: save the file as UTF-8' }]);
+  return loadConfigText(bytes.toString('utf8'), file, spec);
 }
 
 /** Loads config text (YAML or JSON). Runs when a role starts, on `check`, and on reloads. */
@@ -105,7 +109,8 @@ export function loadConfigText<T>(text: string, source: string, spec: ConfigSpec
   const doc = parseDocument(text, { customTags: spec.customTags ?? [], prettyErrors: true, uniqueKeys: true });
   for (const err of doc.errors) {
     const pos = err.linePos?.[0];
-    const what = (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
+    // The parser's own words for this one name a function of its API.
+    const what = err.code === 'MULTIPLE_DOCS' ? 'the file holds more than one YAML document (a second ---): a config is one document' : (err.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '');
     problems.push({ path: '', message: `YAML error${pos ? ` at line ${pos.line} column ${pos.col}` : ''}: ${what}` });
   }
   if (problems.length > 0) throw new ConfigError(source, problems);
