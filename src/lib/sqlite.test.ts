@@ -109,7 +109,15 @@ describe('openDatabase', () => {
   it('refuses a database migrated by a newer program', () => {
     const file = dbPath();
     open(file).close();
-    assert.throws(() => open(file, { migrations: BASE.slice(0, 1) }), /schema is at version 2, newer than this program knows \(1\)/);
+    assert.throws(() => open(file, { migrations: BASE.slice(0, 1) }), /schema has version 2, written by a newer release than this program \(which knows up to 1\)/);
+  });
+
+  it('refuses a database with a newer version below its own highest (core below addon numbers)', () => {
+    const file = dbPath();
+    const addon: Migration = { version: 100, name: 'addon', up: 'CREATE TABLE addon (id INTEGER PRIMARY KEY)' };
+    open(file, { migrations: [...BASE, addon] }).close();
+    const older = [BASE[0] as Migration, addon];
+    assert.throws(() => open(file, { migrations: older }), /schema has version 2, written by a newer release than this program \(which knows up to 100\)/);
   });
 
   it('rejects duplicate or decreasing migration versions', () => {

@@ -199,9 +199,14 @@ function migrate(db: DatabaseSync, migrations: readonly Migration[], autoMigrate
     for (const row of db.prepare('SELECT version FROM schema_migrations').all()) done.add(Number(row['version']));
   }
   const known = migrations.at(-1)?.version ?? 0;
-  const newest = Math.max(0, ...done);
-  if (newest > known) {
-    throw new Error(`database schema is at version ${newest}, newer than this program knows (${known}); refusing to open it with an older version`);
+  // Every applied version must be one of ours, not only the highest: the panel numbers its core
+  // (1-99) below its addons (100+), so a later release's core migration 4 sits below our 300.
+  const knownVersions = new Set(migrations.map((m) => m.version));
+  const unknown = [...done].filter((v) => !knownVersions.has(v)).sort((a, b) => a - b);
+  if (unknown.length > 0) {
+    throw new Error(
+      `database schema has version${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}, written by a newer release than this program (which knows up to ${known}); refusing to open it with an older version`,
+    );
   }
   const pending = migrations.filter((m) => !done.has(m.version));
   if (pending.length === 0) return [];
