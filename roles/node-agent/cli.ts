@@ -20,6 +20,9 @@ const call = <T>(socket: string, method: 'GET' | 'POST', path: string): Promise<
 export async function statusCommand(socket: string, json: boolean): Promise<void> {
   const s = await call<AgentStatus>(socket, 'GET', '/status');
   if (json) return print(JSON.stringify(s, null, 2));
+  // Fields added by later releases are missing while an older agent still runs (the executable
+  // was replaced, the service not yet restarted).
+  const database = (s as Partial<AgentStatus>).database;
   print(
     [
       `bandwidth-node ${s.version}, up ${s.uptime_seconds} s`,
@@ -31,7 +34,9 @@ export async function statusCommand(socket: string, json: boolean): Promise<void
       `limits:          config_version ${s.config_version}, timezone ${s.timezone}`,
       `traffic control: ${s.traffic_control ? 'on' : 'off'}`,
       `queued events:   ${s.outbox}`,
-      `database:        ${s.database.path}${s.database.last_error ? `\n                 last error: ${s.database.last_error} at ${s.database.last_error_at ?? '?'} (usage is not being recorded)` : ''}`,
+      database
+        ? `database:        ${database.path}${database.last_error ? `\n                 last error: ${database.last_error} at ${database.last_error_at ?? '?'} (usage is not being recorded)` : ''}`
+        : 'database:        not reported: the running agent is older than this executable (restart it to run this one)',
     ].join('\n'),
   );
 }
