@@ -101,6 +101,8 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean; ser
   let store: PanelStore;
   try {
     store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
+    // An upgrade's one-way step: the log says when it happened, for the operator who goes back.
+    if (store.sqlite.applied.length > 0) logger.info({ file: dbFile, versions: store.sqlite.applied }, 'applied database migrations');
   } catch (err) {
     lock?.release();
     throw err;

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runHostkit } from '../hostkit-process.ts';
+import { runHostkit, startHostkit } from '../hostkit-process.ts';
 import { startPanel } from './harness.ts';
 
 test('a missing app key is refused once secrets are stored, never silently replaced', async () => {
@@ -42,6 +42,23 @@ test('a well-formed key from another install is refused at start, not at the fir
     assert.equal(r.code, 1);
     assert.match(r.stderr, /app\.key is not the key this database's secrets were encrypted with .*restore the matching key file/);
     assert.equal(readFileSync(keyFile, 'utf8'), `${other}\n`, 'the key file is left as it is');
+  } finally {
+    await panel.stop();
+  }
+});
+
+test('a start that applies database migrations logs which; a start with a current schema does not', async () => {
+  const panel = await startPanel();
+  try {
+    assert.match(panel.daemon.output(), /"versions":\[1,[\d,]+\].*"msg":"applied database migrations"/);
+    await panel.daemon.stop();
+    const again = startHostkit(['panel', 'serve', '--config', panel.config]);
+    try {
+      await again.waitFor(/panel listening/);
+      assert.doesNotMatch(again.output(), /applied database migrations/, 'nothing to apply: no line');
+    } finally {
+      await again.stop();
+    }
   } finally {
     await panel.stop();
   }
