@@ -11,6 +11,7 @@ import type { PanelContext } from './context.ts';
 import { createMailer } from './mailer.ts';
 import { createActivityLog } from './services/activity.ts';
 import { createPermissionRegistry } from './services/permissions.ts';
+import { allocationSpellingTwins } from './store/migrations.ts';
 import { openPanelStore, type PanelStore } from './store/store.ts';
 import type { RunningAddon } from './addons/addon.ts';
 import { ADDONS } from './addons/index.ts';
@@ -103,6 +104,11 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean; ser
     store = openPanelStore(config.data_dir, ADDONS.flatMap((a) => a.migrations));
     // An upgrade's one-way step: the log says when it happened, for the operator who goes back.
     if (store.sqlite.applied.length > 0) logger.info({ file: dbFile, versions: store.sqlite.applied }, 'applied database migrations');
+    if (opts.serve === true) {
+      for (const twin of allocationSpellingTwins(store.sqlite.db)) {
+        logger.warn(twin, 'two servers hold one endpoint stored in two spellings (left by migration 3): move one of them to another allocation');
+      }
+    }
   } catch (err) {
     lock?.release();
     throw err;

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { insertServerFixture } from '../test-context.ts';
+import { allocationSpellingTwins } from './migrations.ts';
 import { openPanelStore } from './store.ts';
 
 test('migration 3 stores allocation addresses in one spelling and merges the twins it finds', async (t) => {
@@ -44,4 +45,9 @@ test('migration 3 stores allocation addresses in one spelling and merges the twi
     ['::1', 5, server.id],
     ['10.0.0.2', 6, null],
   ]);
+  // What `panel serve` then warns about: the one endpoint left in two spellings.
+  const twins = allocationSpellingTwins(migrated.sqlite.db);
+  assert.equal(twins.length, 1);
+  assert.equal(twins[0]?.endpoint, '[::1]:5');
+  assert.equal(twins[0]?.allocation_ids.length, 2);
 });

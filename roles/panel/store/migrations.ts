@@ -227,3 +227,18 @@ function canonicalAllocationIps(db: DatabaseSync): void {
     rename.run(ip, row.id);
   }
 }
+
+/**
+ * The allocations migration 3 left in another spelling because a server uses each twin: an
+ * endpoint (node, canonical address, port) and the ids of its rows. Runs when `panel serve`
+ * starts, which warns about each until an operator moves one server.
+ */
+export function allocationSpellingTwins(db: DatabaseSync): { node_id: number; endpoint: string; allocation_ids: number[] }[] {
+  const rows = db.prepare('SELECT id, node_id, ip, port, server_id FROM allocations').all() as unknown as AllocationIpRow[];
+  const left = rows.filter((r) => canonicalIp(r.ip) !== undefined && canonicalIp(r.ip) !== r.ip);
+  return left.map((r) => {
+    const ip = canonicalIp(r.ip) as string;
+    const ids = rows.filter((o) => o.node_id === r.node_id && o.port === r.port && canonicalIp(o.ip) === ip).map((o) => o.id);
+    return { node_id: r.node_id, endpoint: `${ip.includes(':') ? `[${ip}]` : ip}:${r.port}`, allocation_ids: ids.sort((a, b) => a - b) };
+  });
+}
