@@ -166,6 +166,55 @@ test('the store survives a reopen: counters, limits, flags and overrides', async
   store.close();
 });
 
+test('rules left on a veth by the last run go at the first enforce that wants none: limits pulled before the first scan, traffic control turned off', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const running = [
+    { uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-c', ifindex: 9 },
+    { uuid: '9f5c2e1a-5b6d-4e7f-9081-92a3b4c5d6e7', containerId: 'c2', name: 'other', iface: 'veth-d', ifindex: 10 },
+  ];
+  const make = (s: ReturnType<typeof openAgentStore>, tc: TrafficControl, shaping = true) =>
+    unitAgent(dir, s, {
+      tc,
+      config: { ...config(dir), traffic_control: { enabled: shaping } },
+      containers: { scan: async () => running, watch: () => () => undefined, counters: async (ifaces) => new Map(ifaces.map((i) => [i, { rxBytes: 0, txBytes: 0 }])) },
+    });
+  let store = openAgentStore({ path: join(dir, 'agent.db') });
+  const before = recordingTc();
+  let agent = make(store, before);
+  await agent.rescan();
+  await agent.applyLimits({ config_version: 1, servers: [{ uuid: UUID, rx_speed_mbps: 10 }] });
+  assert.equal(before.last.get('veth-c')?.down?.rateBps, 10e6);
+  await agent.stop();
+  store.close();
+
+  // A new process: the kernel still holds the cap, the tc library's cache is empty.
+  store = openAgentStore({ path: join(dir, 'agent.db') });
+  const after = recordingTc();
+  agent = make(store, after);
+  await agent.applyLimits({ config_version: 2, servers: [] }); // pulled while the first scan is still out
+  await agent.rescan();
+  await agent.runCycle();
+  assert.deepEqual(after.removed, ['veth-c'], 'the cap goes; a veth that was never shaped is left alone');
+  await agent.stop();
+  store.close();
+
+  // Shaped again, then a restart with traffic_control.enabled false: nothing shaped, the cap goes.
+  store = openAgentStore({ path: join(dir, 'agent.db') });
+  agent = make(store, recordingTc());
+  await agent.rescan();
+  await agent.applyLimits({ config_version: 3, servers: [{ uuid: UUID, rx_speed_mbps: 10 }] });
+  await agent.stop();
+  store.close();
+  store = openAgentStore({ path: join(dir, 'agent.db') });
+  const off = recordingTc();
+  agent = make(store, off, false);
+  await agent.rescan();
+  await agent.runCycle();
+  assert.deepEqual([off.removed, [...off.last.keys()]], [['veth-c'], []]);
+  await agent.stop();
+  store.close();
+});
+
 test('history: hour and day buckets agree in a zone offset by half an hour', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
   const store = openAgentStore({ path: join(dir, 'agent.db') });

@@ -109,9 +109,19 @@ export function createAgent(deps: AgentDeps): Agent {
   let limits: StoredLimits = store.loadLimits();
   let containers = new Map<string, ManagedContainer>();
   let dockerState = 'not scanned yet';
+  /** False until a discovery scan has answered: before that, a server missing from `containers` is unknown, not stopped. */
+  let discovered = false;
   /** When to sweep the IFBs of managed veths that went away; null: none went away. */
   let ifbSweepAt: number | null = null;
-  const applied = new Map<string, { iface: string; ifindex: number }>(); // uuid -> interface carrying our rules
+  // uuid -> interface carrying our rules. tc rules outlive the agent: what the stored state shaped
+  // when the last run stopped still counts as applied, so a server that needs no rules at the first
+  // enforce (limits removed, a period rolled over while the agent was down, traffic control turned
+  // off) loses them.
+  const applied = new Map<string, { iface: string; ifindex: number }>();
+  for (const rec of records.values()) {
+    const speeds = desiredSpeeds(rec.state, limits.servers.get(rec.state.uuid));
+    if (rec.iface !== null && rec.state.ifindex !== null && (speeds.rxMbps > 0 || speeds.txMbps > 0)) applied.set(rec.state.uuid, { iface: rec.iface, ifindex: rec.state.ifindex });
+  }
   const suspendInFlight = new Set<string>();
   const timers: NodeJS.Timeout[] = [];
   let unwatch: (() => void) | undefined;
@@ -181,21 +191,21 @@ export function createAgent(deps: AgentDeps): Agent {
     if (events.length > 0 && config.scheduler.enabled) void flushOutbox();
   }
 
-  /** Makes the tc state match every running server's desired speeds; idempotent. */
+  /** Makes the tc state match every running server's desired speeds (none with traffic control off); idempotent. */
   async function enforce(): Promise<void> {
-    if (!deps.tc || !config.traffic_control.enabled) return;
+    if (!deps.tc) return;
     const shapes: InterfaceShape[] = [];
     const removals: { iface: string; ifindex: number }[] = [];
     for (const [uuid, rec] of records) {
       const c = containers.get(uuid);
       const old = applied.get(uuid);
-      if (old && (!c || c.iface !== old.iface)) {
+      if (old && discovered && (!c || c.iface !== old.iface)) {
         // The veth is gone (container stopped or restarted): its rules went with it.
         deps.tc.forget(old.iface);
         applied.delete(uuid);
       }
       if (!c?.iface || c.ifindex === null) continue;
-      const speeds = desiredSpeeds(rec.state, limits.servers.get(uuid));
+      const speeds = config.traffic_control.enabled ? desiredSpeeds(rec.state, limits.servers.get(uuid)) : { rxMbps: 0, txMbps: 0 };
       if (speeds.rxMbps === 0 && speeds.txMbps === 0) {
         if (applied.has(uuid)) removals.push({ iface: c.iface, ifindex: c.ifindex });
         continue;
@@ -451,6 +461,7 @@ export function createAgent(deps: AgentDeps): Agent {
       for (const [uuid, c] of next) {
         const old = containers.get(uuid);
         if (!old) logger.info({ server: uuid, container: c.containerId.slice(0, 12), iface: c.iface }, 'managing server container');
+        else if (c.iface === null && old.iface !== null) logger.info({ server: uuid, was: old.iface }, 'server container lost its veth (stopping, restarting or disconnected from its network); not metered until it has one');
         else if (old.iface !== c.iface) logger.info({ server: uuid, iface: c.iface, was: old.iface }, 'server container has a new veth');
       }
       for (const uuid of containers.keys()) if (!next.has(uuid)) logger.info({ server: uuid }, 'server container no longer running');
@@ -477,6 +488,7 @@ export function createAgent(deps: AgentDeps): Agent {
       const veths = (m: Map<string, ManagedContainer>): string => [...m.values()].map((c) => `${c.uuid}=${c.iface}`).sort().join(',');
       const moved = veths(next) !== veths(containers);
       containers = next;
+      discovered = true;
       if (moved) void serial(enforce).catch((err: unknown) => logger.error({ err: errorMessage(err) }, 'enforcement failed'));
     } catch (err) {
       const msg = errorMessage(err);

@@ -29,13 +29,16 @@ export function createDockerView(opts: { endpoint: string; watchEvents: boolean;
         seen.add(info.id);
         let v = veths.get(info.id);
         if (!v || v.pid !== info.pid || v.iface === null || !live.has(v.iface)) {
+          // A veth gone from a container still listed as running is one stopping or restarting
+          // (the agent logs the loss): no warning about a host network for it.
+          const hadVeth = v !== undefined && v.iface !== null;
           const found = info.pid > 0 ? await hostVethOf(info.pid).catch(() => null) : null;
           v = { pid: info.pid, iface: found?.iface ?? null, ifindex: found?.ifindex ?? null };
           veths.set(info.id, v);
           // Looked up again on every scan (a restarting container gets its veth a moment later); said once.
-          if (!found && !warned.has(info.id)) {
+          if (!found && !hadVeth && !warned.has(info.id)) {
             warned.add(info.id);
-            opts.logger.warn({ server: uuid, container: info.id.slice(0, 12) }, 'no host veth found for the container (host network?); not metered');
+            opts.logger.warn({ server: uuid, container: info.id.slice(0, 12) }, 'no host veth found for the container (host network, or no network attached); not metered');
           }
         }
         out.push({ uuid, containerId: info.id, name: info.name, iface: v.iface, ifindex: v.ifindex });

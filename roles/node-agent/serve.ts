@@ -28,14 +28,17 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
     // One agent per store: a second one on the same database would keep its own limits and
     // counters and write them over the first one's.
     if (config.database.path !== ':memory:') {
-      const lock = acquireLock(lockPathFor(config.database.path), 'bandwidth-node');
+      const lockFile = lockPathFor(config.database.path);
+      const lock = acquireLock(lockFile, 'bandwidth-node');
       shutdown.add('lock', () => lock.release());
+      if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
     }
     const token = readFileSync(config.panel.token_file, 'utf8').trim();
     const store = openAgentStore(config.database);
     shutdown.add('store', () => store.close());
-    const tc = config.traffic_control.enabled ? createTrafficControl({ logger }) : null;
-    if (!tc) logger.warn('traffic_control.enabled is false: usage is measured and reported, nothing is shaped');
+    // Made with traffic control off too: the rules an earlier run left on running servers go (agent.ts).
+    const tc = createTrafficControl({ logger });
+    if (!config.traffic_control.enabled) logger.warn('traffic_control.enabled is false: usage is measured and reported, nothing is shaped');
     const agent = createAgent({
       config,
       store,

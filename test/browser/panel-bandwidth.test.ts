@@ -258,8 +258,8 @@ test('bandwidth admin pages: chart, top consumers, nodes, settings push, events,
   const row = page.locator(`#bandwidth-nodes tr[data-node="${ids.nodeId}"]`);
   assert.match((await row.textContent()) ?? '', /online[\s\S]*1\.0\.0/);
   await page.waitForSelector(`#bandwidth-nodes tr[data-node="${ids.nodeId}"][data-live="ok"]`, { timeout: 10_000 });
-  assert.equal(await row.locator('[data-k="rx"]').textContent(), `${((SERVERS.length * RX_RATE * 8) / 1e6).toFixed(1)} Mbit/s`);
-  assert.equal(await row.locator('[data-k="tx"]').textContent(), `${((SERVERS.length * TX_RATE * 8) / 1e6).toFixed(1)} Mbit/s`);
+  assert.equal(await row.locator('[data-k="rx"]').textContent(), `${((SERVERS.length * RX_RATE * 8) / 1e6).toFixed(2)} Mbit/s`);
+  assert.equal(await row.locator('[data-k="tx"]').textContent(), `${((SERVERS.length * TX_RATE * 8) / 1e6).toFixed(2)} Mbit/s`);
   assert.equal(await row.locator('[data-k="containers"]').textContent(), String(SERVERS.length));
   assert.equal(await row.locator('[data-k="throttled"]').textContent(), '1');
 
@@ -310,7 +310,8 @@ test('bandwidth admin pages: chart, top consumers, nodes, settings push, events,
   assert.equal(await chartReady(page), 168);
   // The override's quota is what the usage table measures against (usage itself comes with the next stats poll).
   assert.match((await page.textContent('#server-usage')) ?? '', /Out \(TX\)[\s\S]*\/ 500 GiB/);
-  await submit(page, 'Unthrottle until the period resets');
+  await page.click('summary:has-text("Unthrottle until the period resets")');
+  await submit(page, 'Yes, unthrottle until the period resets');
   assert.match((await page.textContent('main')) ?? '', /Unthrottled until the quota periods reset/);
   assert.deepEqual(fake.unthrottled, [first.uuid]);
 

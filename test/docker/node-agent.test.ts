@@ -217,6 +217,9 @@ test('a shaped server that stops loses its IFB within seconds', async () => {
   await until('the IFB made', () => (existsSync(ifb) ? true : undefined), 10_000);
   await docker!.cli(['stop', '-t', '1', 'game-by-label']);
   await until('the IFB removed', () => (existsSync(ifb) ? undefined : true), 15_000);
+  // A stop (and the restart before) is said as one, never as a container without a network.
+  assert.match(agent.output(), new RegExp(`"server":"${BY_LABEL}","msg":"server container no longer running"`));
+  assert.doesNotMatch(agent.output(), /no host veth found/);
 });
 
 test('a container in a server network namespace is not managed on its own; a server reconnected to its network is shaped on its new veth', async () => {

@@ -342,6 +342,14 @@ describe('panel bandwidth addon with a node agent', () => {
     }
   });
 
+  it('asks before unthrottling a server: the button opens the question, only the answer under it posts', async () => {
+    const own = await createServer('asked');
+    const page = (await web.get(`/admin/bandwidth/servers/${own.id}`)).text;
+    const form = new RegExp(`<details class="confirm"><summary class="button">Unthrottle until the period resets</summary><form method="post" action="/admin/bandwidth/servers/${own.id}/unthrottle"[^>]*>[\\s\\S]*?Unthrottle asked\\?[\\s\\S]*?Yes, unthrottle until the period resets</button></form></details>`);
+    assert.match(page, form);
+    assert.equal(page.match(/\/unthrottle"/g)?.length, 1, 'no other form posts the unthrottle');
+  });
+
   it('a quota suspension names its node and reason in the activity log; a name at the limit stays editable', async () => {
     await bandwidthSettingsForm(web).save({ poll_interval_seconds: 15, rename_on_quota_suspend: true });
     const longName = 'L'.repeat(191);

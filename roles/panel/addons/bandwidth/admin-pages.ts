@@ -11,7 +11,6 @@ import type { PanelContext } from '../../context.ts';
 import { found } from '../../services/records.ts';
 import type { ServerRow } from '../../store/records.ts';
 import {
-  actionButton,
   confirmButton,
   adminAudit,
   checkboxField,
@@ -212,7 +211,7 @@ export function registerAdminPages(admin: FastifyInstance, ctx: PanelContext, st
       body: html`<h1>Bandwidth of <a href="/admin/servers/${server.id}">${server.name}</a></h1>
         <div class="card"><h2>Usage this period</h2><table id="server-usage"><tr><th></th><th>Day</th><th>Week</th><th>Month</th></tr>${usage}</table>
         <p>${stats === undefined ? 'The node has not reported this server yet.' : html`Now ${formatRate(Number(stats.rx_rate_bps ?? 0))} in, ${formatRate(Number(stats.tx_rate_bps ?? 0))} out.${(stats.exceeded as string[] | undefined)?.length ? html` Exceeded: <b id="exceeded">${(stats.exceeded as string[]).join(', ')}</b>.` : ''}`}</p>
-        <div class="actions">${actionButton(`/admin/bandwidth/servers/${server.id}/unthrottle`, csrf, 'Unthrottle until the period resets', 'secondary')}</div></div>
+        <div class="actions">${confirmButton(`/admin/bandwidth/servers/${server.id}/unthrottle`, csrf, 'Unthrottle until the period resets', `Unthrottle ${server.name}? Its exceeded quotas stop applying until their periods reset, and nothing here can throttle it again before then.`)}</div></div>
         <div class="card"><div id="bw-chart" data-hours="168" data-server="${server.id}"></div><p class="help" id="bw-chart-summary"></p></div>
         ${limitsCard(server, override, f, csrf)}${scripts()}`,
     });

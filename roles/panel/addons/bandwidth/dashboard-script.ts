@@ -11,13 +11,8 @@ export const DASHBOARD_SCRIPT = `(() => {
     while (Math.abs(n) >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return (i === 0 ? n.toFixed(0) : n.toFixed(1)) + ' ' + u[i];
   };
-  const fmtRate = (bps) => {
-    const bits = bps * 8;
-    const u = ['bit/s', 'kbit/s', 'Mbit/s', 'Gbit/s'];
-    let v = bits, i = 0;
-    while (v >= 1000 && i < u.length - 1) { v /= 1000; i++; }
-    return v.toFixed(i === 0 ? 0 : 1) + ' ' + u[i];
-  };
+  // The same text as formatRate of the server-rendered page, so a refresh changes only the value.
+  const fmtRate = (bps) => ((bps * 8) / 1000000).toFixed(2) + ' Mbit/s';
   const chart = document.getElementById('bw-chart');
   if (chart) {
     const q = new URLSearchParams({ hours: chart.dataset.hours || '24' });
