@@ -79,8 +79,10 @@ test('suspend: retried while the panel is down, then 1 Mbit/s both ways; unthrot
   const store = openAgentStore({ path: join(dir, 'agent.db') });
   const tc = recordingTc();
   let intoServer = 0;
+  const logged: { level: number; msg: string; failed_calls?: number }[] = [];
   const agent = unitAgent(dir, store, {
     tc,
+    logger: pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line) as (typeof logged)[number]) }),
     panel: createPanelClient({ url: panel.url, token: TOKEN }),
     containers: {
       scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-a', ifindex: 41 }],
@@ -98,15 +100,19 @@ test('suspend: retried while the panel is down, then 1 Mbit/s both ways; unthrot
 
   panel.failWith = 503;
   intoServer = GIB + 1;
-  await agent.runCycle();
-  await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 3; i++) {
+    await agent.runCycle();
+    await new Promise((r) => setTimeout(r, 100));
+  }
   assert.equal(tc.last.get('veth-a')?.down?.rateBps, 50e6, 'no throttle before the panel answers');
   assert.ok(!panel.suspended.has(UUID));
+  assert.equal(logged.filter((l) => l.msg.startsWith('suspend call failed')).length, 1, 'a panel outage is said once, not every cycle');
 
   panel.failWith = null;
   await agent.runCycle(); // the suspend call is retried
   await panel.waitFor((p) => p.suspended.has(UUID), 5000);
   await agent.runCycle();
+  assert.equal(logged.find((l) => l.msg.startsWith('panel answered the suspend call'))?.failed_calls, 3);
   const shape = tc.last.get('veth-a');
   assert.deepEqual([shape?.down?.rateBps, shape?.up?.rateBps], [1e6, 1e6]);
   const stats = agent.stats()[0];

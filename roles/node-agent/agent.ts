@@ -123,6 +123,8 @@ export function createAgent(deps: AgentDeps): Agent {
     if (rec.iface !== null && rec.state.ifindex !== null && (speeds.rxMbps > 0 || speeds.txMbps > 0)) applied.set(rec.state.uuid, { iface: rec.iface, ifindex: rec.state.ifindex });
   }
   const suspendInFlight = new Set<string>();
+  /** Servers whose suspend call failed since it was last answered, with the count: said once, not every cycle. */
+  const suspendFailures = new Map<string, number>();
   const timers: NodeJS.Timeout[] = [];
   let unwatch: (() => void) | undefined;
   let stopped = false;
@@ -248,7 +250,11 @@ export function createAgent(deps: AgentDeps): Agent {
             logger.warn({ server: uuid, err: err.message }, 'panel refused the suspend call; throttling to 1 Mbit/s anyway');
             return true;
           }
-          logger.warn({ server: uuid, err: errorMessage(err) }, 'suspend call failed; retried next cycle');
+          const failures = (suspendFailures.get(uuid) ?? 0) + 1;
+          suspendFailures.set(uuid, failures);
+          // The panel being down fails this every cycle for every pending server: warn once.
+          if (failures === 1) logger.warn({ server: uuid, err: errorMessage(err) }, 'suspend call failed; retried every cycle until the panel answers');
+          else logger.debug({ server: uuid, failures, err: errorMessage(err) }, 'suspend call failed again');
           return false;
         },
       )
@@ -257,7 +263,8 @@ export function createAgent(deps: AgentDeps): Agent {
           ? serial(async () => {
               const rec = records.get(uuid);
               if (!rec || rec.state.suspend !== 'pending') return;
-              logger.info({ server: uuid }, 'panel answered the suspend call; throttling to 1 Mbit/s');
+              logger.info({ server: uuid, failed_calls: suspendFailures.get(uuid) ?? 0 }, 'panel answered the suspend call; throttling to 1 Mbit/s');
+              suspendFailures.delete(uuid);
               const r = accountServer({ ...rec.state, suspend: 'answered' }, null, now(), tz(), limits.servers.get(uuid));
               const next = { ...rec, state: { ...r.state, rxRate: rec.state.rxRate, txRate: rec.state.txRate } };
               records.set(uuid, next);
