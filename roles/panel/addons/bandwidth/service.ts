@@ -210,7 +210,8 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
       const silentMs = status === undefined ? Infinity : Date.now() - Date.parse(status.last_seen_at);
       if (failures >= OFFLINE_AFTER_FAILURES || silentMs > OFFLINE_AFTER_INTERVALS * intervalS * 1000) {
         await store.setOffline(nodeId);
-        log.warn({ node: node.name, failures, err: errorMessage(err) }, 'node %s is offline (%d failed stats polls)', node.name, failures);
+        const why = failures >= OFFLINE_AFTER_FAILURES ? `${failures} failed stats polls` : `not heard from for ${Math.round(silentMs / 1000)} s`;
+        log.warn({ node: node.name, failures, err: errorMessage(err) }, 'node %s is offline (%s)', node.name, why);
       } else {
         log.warn({ node: node.name, failures, err: errorMessage(err) }, 'stats poll of node %s failed', node.name);
       }
