@@ -76,6 +76,19 @@ export function isTimeZone(name: string): boolean {
   }
 }
 
+/**
+ * A valid zone name in ICU's letter case (`utc` -> `UTC`, `europe/berlin` -> `Europe/Berlin`), so
+ * one zone has one spelling wherever names are compared; aliases (`US/Pacific`) stay as written.
+ */
+export function zoneNameCase(name: string): string {
+  try {
+    const resolved = new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone;
+    return resolved.toLowerCase() === name.toLowerCase() ? resolved : name;
+  } catch {
+    return name;
+  }
+}
+
 /** Offset of `tz` from UTC at instant `ms`, in milliseconds (positive east of Greenwich). */
 function offsetAt(ms: number, tz: string): number {
   return zone(tz)(ms);

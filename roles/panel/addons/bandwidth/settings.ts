@@ -2,7 +2,7 @@
  * The addon's global settings (spec/1 §2.8): keys, seeded defaults, ranges, and the validation of
  * the settings form. `config_version` is not a setting anyone edits: the store bumps it.
  */
-import { isTimeZone } from '../../../../src/lib/calendar.ts';
+import { isTimeZone, zoneNameCase } from '../../../../src/lib/calendar.ts';
 import { createValidator, validationError } from '../../services/validation.ts';
 
 export const EXCEED_ACTIONS = ['throttle', 'suspend', 'none'] as const;
@@ -79,7 +79,8 @@ const validate = createValidator<BandwidthSettings>({ required: Object.keys(SETT
 export function validateSettings(input: unknown): BandwidthSettings {
   const v = validate(input);
   if (!isTimeZone(v.timezone)) throw validationError([{ field: 'timezone', rule: 'timezone', detail: 'the timezone field must be an IANA time zone name such as Europe/Berlin' }]);
-  return v;
+  // Stored and pushed in one spelling: the agent takes another spelling for a zone switch.
+  return { ...v, timezone: zoneNameCase(v.timezone) };
 }
 
 /** Turns stored text values into typed settings (unknown keys ignored, missing ones defaulted). */
