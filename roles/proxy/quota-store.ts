@@ -8,10 +8,11 @@
  * `quota_reset_day` (null = 1); the first count or check in a new window starts from zero, unless
  * a changed reset day makes the current window start before the counted one, which it then holds.
  */
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SharedTable } from './shared-table.ts';
 import { wallNow } from './read-clock.ts';
+import { keepStateFile } from './state-file.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
 
 export interface QuotaSettings {
@@ -68,7 +69,6 @@ interface FileShape {
 }
 
 const FILE = 'quota.json';
-const FLUSH_MS = 1_000;
 // A site's entry in the shared table: values window (YYYYMMDD), bytes, notified (0/1).
 const PREFIX = 'q\0';
 const WINDOW = 1;
@@ -156,7 +156,7 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
     const v = table.values;
     const counted = v[at + WINDOW] as number;
     if (counted !== window) {
-      if (!table.created) table.markDirty();
+      if (!table.created) table.markDirty('quota');
       v[at + WINDOW] = window;
       // A window that starts before the counted one holds it (quota_reset_day moved back): its
       // bytes count on. A later one is a new window from zero.
@@ -175,7 +175,7 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
       const at = counter(siteId, settings, now);
       if (at !== -1) table.values[at + BYTES] = (table.values[at + BYTES] as number) + bytes;
       table.unlock();
-      table.markDirty();
+      table.markDirty('quota');
     },
     isOver(siteId, settings, now) {
       const limit = settings.monthly_quota_bytes;
@@ -189,7 +189,7 @@ export function createQuotaCounters(table: SharedTable, onExceeded: (e: QuotaExc
       const window = at === -1 ? 0 : (v[at + WINDOW] as number);
       table.unlock();
       if (notify) {
-        table.markDirty();
+        table.markDirty('quota');
         onExceeded({ site: siteId, window_start: windowText(window), bytes, limit });
       }
       return bytes >= limit;
@@ -236,7 +236,6 @@ export function openQuotaStore(opts: {
   }
   table.unlock();
   const counters = createQuotaCounters(table, opts.onExceeded, known);
-  let retry = false;
 
   function snapshot(): FileShape {
     const sites: Record<string, Counter> = {};
@@ -251,38 +250,13 @@ export function openQuotaStore(opts: {
     return { version: 1, sites };
   }
 
-  function flush(): void {
-    if (!table.takeDirty() && !retry) return;
-    retry = false;
-    const tmp = `${file}.tmp`;
-    try {
-      const fd = openSync(tmp, 'w', 0o600);
-      try {
-        writeSync(fd, JSON.stringify(snapshot()));
-        fsyncSync(fd);
-      } finally {
-        closeSync(fd);
-      }
-      renameSync(tmp, file);
-    } catch (err) {
-      retry = true;
-      rmSync(tmp, { force: true });
-      opts.onWriteError(err);
-    }
-  }
-
-  const timer = setInterval(flush, FLUSH_MS);
-  timer.unref();
-
+  const stateFile = keepStateFile({ file, changed: () => table.takeDirty('quota'), snapshot, onWriteError: opts.onWriteError });
   return {
     ...counters,
     track(siteIds) {
       for (const id of siteIds) known.add(id);
     },
-    flush,
-    close() {
-      clearInterval(timer);
-      flush();
-    },
+    flush: stateFile.flush,
+    close: stateFile.close,
   };
 }

@@ -3,17 +3,20 @@
  * start on a bad config.yaml), starts the data-plane workers (proxy-workers.ts) that bind the
  * listeners, serves the admin API and telemetry on the main thread, hot-reloads on file changes
  * (each new generation goes to every worker), rebuilds the certificates hourly, and on SIGTERM
- * stops accepting, lets in-flight requests finish (bounded), writes the counters, then exits.
+ * stops accepting, lets in-flight requests finish (bounded), writes the counters and bans, then
+ * exits. One proxy per data directory: the start takes its lock before reading anything there.
  */
 import { isAbsolute, join, resolve } from 'node:path';
 import { createLogger, type AppLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals, type Shutdown } from '../../src/core/shutdown.ts';
 import { parseListen } from '../../src/core/config-checks.ts';
 import { loadConfigFile } from '../../src/core/config-loader.ts';
+import { acquireLock, lockPathFor, type InstanceLock } from '../../src/lib/instance-lock.ts';
+import { makeDirs } from '../../src/lib/make-dirs.ts';
 import { globalFileOf, proxyGlobalSpec } from './config.ts';
 import { createAdminApi } from './admin-api.ts';
 import { createAdminAuth } from './admin-auth.ts';
-import { createBanList } from './ban-list.ts';
+import { openBanStore, type BanStore } from './ban-store.ts';
 import { openChallengeSecret, type ChallengeSecret, type SecretLoad } from './challenge-secret.ts';
 import { createChallengeTokens } from './challenge-tokens.ts';
 import { createConnectionSlots } from './connection-slots.ts';
@@ -109,19 +112,40 @@ export async function serveProxy(rootArg: string): Promise<void> {
   exitOnSignals(shutdown);
 }
 
+/**
+ * Takes the data directory's lock (`<data_dir>/osproxy.lock`, the directory created 0700 first);
+ * runs at start before anything in it is read. Two proxies on one directory (a new executable
+ * tried on other listen addresses, say) would each write their own quota totals and bans over the
+ * other's: the second is refused, naming the lock and its holder's pid.
+ */
+function lockDataDir(dataDir: string, logger: AppLogger): InstanceLock {
+  makeDirs(dataDir, 0o700);
+  const lockFile = lockPathFor(join(dataDir, 'osproxy'));
+  const lock = acquireLock(lockFile, 'osproxy');
+  if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+  return lock;
+}
+
 /** Quota and mitigation notices, from the main thread's services and from every worker. */
 interface Notices {
   quotaExceeded(e: QuotaExceeded): void;
   mitigation(e: MitigationEvent): void;
 }
 
+/** The main thread's services and the stores among them that write data_dir files. */
+interface Services {
+  services: PipelineServices;
+  quota: QuotaStore;
+  bans: BanStore;
+}
+
 /**
  * The state that outlives config generations, in the shared table every worker also attaches:
- * quota counters (and quota.json) and the challenge secret in `<root>/<data_dir>` (created 0700),
- * rate windows, connection slots, bans, mitigations. Runs once, before the first generation is
- * compiled.
+ * quota counters (and quota.json), bans and their strikes (and bans.json) and the challenge secret
+ * in `<root>/<data_dir>` (created 0700), rate windows, connection slots, mitigations. Runs once,
+ * before the first generation is compiled.
  */
-function createServices(dataDir: string, table: SharedTable, secret: ChallengeSecret, notices: Notices, logger: AppLogger): { services: PipelineServices; quota: QuotaStore } {
+function createServices(dataDir: string, table: SharedTable, secret: ChallengeSecret, notices: Notices, logger: AppLogger): Services {
   const quota = openQuotaStore({
     dataDir,
     table,
@@ -129,17 +153,23 @@ function createServices(dataDir: string, table: SharedTable, secret: ChallengeSe
     onWriteError: (err) => logger.error({ err }, 'cannot write the quota counters (retried every second)'),
     onCorrupt: ({ file, site, value }) => logger.warn({ file, site, value }, 'quota counter of a site is damaged (not a window and a byte count of 0 or more): it counts from zero'),
   });
+  const bans = openBanStore({
+    dataDir,
+    table,
+    onDamaged: ({ file, problem }) => logger.error({ file, problem }, 'cannot read the saved bans: the proxy starts without them (the file is replaced at the next ban change)'),
+    onWriteError: (err) => logger.error({ err }, 'cannot write the bans (retried every second)'),
+  });
   const services: PipelineServices = {
     quota,
     shaper: createRateShaper(table),
     slots: createConnectionSlots(table),
-    bans: createBanList(table),
+    bans,
     rates: createRateCounters(table),
     transparentSaid: new Set(),
     challenge: createChallengeTokens({ secret: secret.get, table }),
     mitigation: createMitigation(notices.mitigation, { table }),
   };
-  return { services, quota };
+  return { services, quota, bans };
 }
 
 /** Deletes expired shared-table entries a slice at a time and warns when the table is full. */
@@ -165,7 +195,7 @@ function maintainTable(table: SharedTable, logger: AppLogger): () => void {
 /** Everything after the logger: config, workers, admin API, watchers; each registers its shutdown step. */
 async function start(root: string, logger: AppLogger, pools: OriginPools, shutdown: Shutdown): Promise<void> {
   let bus: EventBus | undefined;
-  let created: { services: PipelineServices; quota: QuotaStore } | undefined;
+  let created: Services | undefined;
   let secret: ChallengeSecret | undefined;
   const table = SharedTable.create();
   const notices: Notices = {
@@ -186,6 +216,9 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
     services(startGlobal) {
       bus = createEventBus(startGlobal.events.channel_capacity, (err) => logger.error({ err }, 'telemetry subscriber failed'));
       const dataDir = isAbsolute(startGlobal.data_dir) ? startGlobal.data_dir : join(root, startGlobal.data_dir);
+      const lock = lockDataDir(dataDir, logger);
+      // Registered first, so released last: after the counters and bans are written.
+      shutdown.add('data_dir lock', () => lock.release());
       secret = openChallengeSecret(dataDir);
       // The first start makes the file; only a damaged one (replaced) voids clearances.
       if (secret.opened === 'replaced') logSecretLoad(logger, secret, secret.opened);
@@ -194,8 +227,9 @@ async function start(root: string, logger: AppLogger, pools: OriginPools, shutdo
     },
   });
   if (!bus || !created || !secret) throw new Error('proxy services were not created');
-  const { services, quota } = created;
+  const { services, quota, bans } = created;
   shutdown.add('quota counters', () => quota.close());
+  shutdown.add('bans', () => bans.close());
   const mitigation = services.mitigation;
   shutdown.add('mitigation timer', () => mitigation.close());
   shutdown.add('table sweep', maintainTable(table, logger));

@@ -493,7 +493,7 @@ const { workerData, parentPort } = require('node:worker_threads');
   for (let i = 0; i < 5; i++) t.values[t.find('w' + id + ':final' + i, 0, true) + 1] = id * 100 + i;
   t.unlock();
   t.addInFlight(id, id + 1);
-  t.markDirty();
+  t.markDirty('quota');
   parentPort.postMessage({ mismatches });
 })().catch((err) => { throw err; });
 `;
@@ -510,7 +510,7 @@ test('worker threads sharing the table keep every count exact', async () => {
   const t = SharedTable.create({ slots: 1024 });
   const gate = new SharedArrayBuffer(8);
   const g = new Int32Array(gate);
-  assert.equal(t.takeDirty(), false);
+  assert.equal(t.takeDirty('quota'), false);
 
   const running = Array.from({ length: workers }, (_, id) => {
     const w = new Worker(WORKER, { eval: true, workerData: { url: TABLE_URL, buffer: t.buffer, gate, id, rounds, shared, own } });
@@ -563,10 +563,14 @@ test('worker threads sharing the table keep every count exact', async () => {
   for (let id = 0; id < workers; id++) assert.equal(t.inFlight(id), id + 1);
   assert.equal(t.inFlight(255), workers * rounds);
   assert.equal(t.inFlight(workers), 0);
-  assert.equal(t.takeDirty(), true);
-  assert.equal(t.takeDirty(), false);
-  t.markDirty();
-  t.markDirty();
-  assert.equal(t.takeDirty(), true);
-  assert.equal(t.takeDirty(), false);
+  assert.equal(t.takeDirty('quota'), true);
+  assert.equal(t.takeDirty('quota'), false);
+  t.markDirty('quota');
+  t.markDirty('quota');
+  assert.equal(t.takeDirty('quota'), true);
+  assert.equal(t.takeDirty('quota'), false);
+  t.markDirty('bans');
+  assert.equal(t.takeDirty('quota'), false, 'each file has its own flag');
+  assert.equal(t.takeDirty('bans'), true);
+  assert.equal(t.takeDirty('bans'), false);
 });

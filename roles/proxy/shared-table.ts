@@ -23,8 +23,8 @@ export const DEFAULT_SLOTS = 1 << 18;
 const MAX_LOAD = 0.75;
 
 // Header: Int32 [0] lock (0 free, 1 held, 2 held with waiters), [1] live entries, [2] refused
-// inserts, [3] quota-changed flag, [1024 + 16 w] requests in flight on worker w: each worker's
-// gauge on a cache line of its own, as every request moves it twice.
+// inserts, [3] quota-changed and [4] bans-changed flags, [1024 + 16 w] requests in flight on
+// worker w: each worker's gauge on a cache line of its own, as every request moves it twice.
 /** Worker slots of the in-flight gauges. */
 export const MAX_WORKERS = 256;
 const CACHE_LINE_I32 = 16;
@@ -33,7 +33,10 @@ const HEADER_BYTES = (IN_FLIGHT + MAX_WORKERS * CACHE_LINE_I32) * 4;
 const LOCK = 0;
 const LIVE = 1;
 const REFUSED = 2;
-const DIRTY = 3;
+
+/** The data_dir files kept from the table (state-file.ts), each with a changed flag. */
+export type DirtyFile = 'quota' | 'bans';
+const DIRTY: Readonly<Record<DirtyFile, number>> = { quota: 3, bans: 4 };
 // Header Float64 indexes of the latest ban expiry and the latest origin backoff expiry (cheap
 // "none can be active" tests), each on a cache line of its own.
 const BAN_HORIZON = 300;
@@ -168,8 +171,8 @@ export class SharedTable {
 
   /**
    * Visits every live entry whose key starts with `prefix` (under the lock); `visit` may remove
-   * the entry it is given but must not call find. Admin reads and the main thread's sweeps use
-   * it, never the hot path.
+   * the entry it is given but must not call find. Admin reads and the main thread's writes of
+   * bans.json use it, never the hot path.
    */
   scan(prefix: string, now: number, visit: (key: string, at: number) => void): void {
     const { i32, values, mask } = this;
@@ -184,8 +187,9 @@ export class SharedTable {
         if (stored === 0) break;
         const at = i * SLOT_F64 + 1;
         if ((values[at] as number) <= now) break;
+        // The prefix is compared on the bytes: a whole scan makes no string of the other users' keys.
+        if (!this.keyStartsWith(i, prefix)) break;
         const key = this.keyAt(i);
-        if (!key.startsWith(prefix)) break;
         visit(key, at);
         // Visit again only if a removal shifted another entry into slot i.
         if (i32[i * SLOT_I32] === stored && this.keyAt(i) === key) break;
@@ -216,15 +220,15 @@ export class SharedTable {
     return Atomics.load(this.header, REFUSED);
   }
 
-  /** Marks the quota counters as changed; the main thread writes them when it sees the mark. */
-  markDirty(): void {
-    // Read first: the flag's line is the lock's, and a write would take it from the other workers.
-    if (Atomics.load(this.header, DIRTY) === 0) Atomics.store(this.header, DIRTY, 1);
+  /** Marks the state of `file` as changed; the main thread writes the file when it sees the mark. */
+  markDirty(file: DirtyFile): void {
+    // Read first: the flags' line is the lock's, and a write would take it from the other workers.
+    if (Atomics.load(this.header, DIRTY[file]) === 0) Atomics.store(this.header, DIRTY[file], 1);
   }
 
-  /** True (and clears the mark) when the quota counters changed since the last call. */
-  takeDirty(): boolean {
-    return Atomics.exchange(this.header, DIRTY, 0) === 1;
+  /** True (and clears the mark) when the state of `file` changed since the last call. */
+  takeDirty(file: DirtyFile): boolean {
+    return Atomics.exchange(this.header, DIRTY[file], 0) === 1;
   }
 
   /** Worker `w`'s requests in flight: add `by` (under no lock; the gauge is atomic on its own). */
@@ -294,6 +298,14 @@ export class SharedTable {
     let key = '';
     for (let b = start; b < end; b++) key += String.fromCharCode(this.u8[b] as number);
     return key;
+  }
+
+  /** Whether the key in `slot` starts with `prefix` (Latin-1, as every prefix of the proxy is). */
+  private keyStartsWith(slot: number, prefix: string): boolean {
+    if ((this.i32[slot * SLOT_I32] as number) - 1 < prefix.length) return false;
+    const start = slot * SLOT_BYTES + KEY_AT;
+    for (let b = 0; b < prefix.length; b++) if (this.u8[start + b] !== prefix.charCodeAt(b)) return false;
+    return true;
   }
 
   private keyIs(slot: number, len: number): boolean {
