@@ -33,21 +33,26 @@ import { apiActor, apiUser, idParam, listQuery, requireApiKey, type ListRules } 
 
 type Params = Record<string, string | undefined>;
 
-/** The read side of one resource: list with search, exact filters and sorts, show by id. */
+/**
+ * The read side of one resource: list with search, exact filters and sorts, show by id. A nested
+ * resource's `scope` resolves the parent of the path (404 when it does not exist, so the list of a
+ * deleted node's allocations is not an empty page) to the columns its rows must match.
+ */
 function readRoutes<T extends Row>(
   api: FastifyInstance,
   path: string,
-  opts: { object: string; what: string; repo: Repository<T>; attributes: (r: T) => Record<string, unknown>; search: string[]; list?: ListRules; scope?: (p: Params) => Record<string, number> },
+  opts: { object: string; what: string; repo: Repository<T>; attributes: (r: T) => Record<string, unknown>; search: string[]; list?: ListRules; scope?: (p: Params) => Promise<Record<string, number>> },
 ): void {
   api.get(path, async (req) => {
     const q = listQuery(req.query, opts.list ?? {});
-    const page = await opts.repo.list({ page: q.page, perPage: q.perPage, filter: { ...q.filter, ...opts.scope?.(req.params as Params) }, search: { columns: opts.search, term: q.search }, sort: q.sort });
+    const scope = await opts.scope?.(req.params as Params);
+    const page = await opts.repo.list({ page: q.page, perPage: q.perPage, filter: { ...q.filter, ...scope }, search: { columns: opts.search, term: q.search }, sort: q.sort });
     return list(opts.object, page, opts.attributes);
   });
   api.get(`${path}/:id`, async (req) => {
     const p = req.params as Params;
+    const scope = (await opts.scope?.(p)) ?? {};
     const row = found(await opts.repo.find(idParam(p.id, opts.what)), opts.what);
-    const scope = opts.scope?.(p) ?? {};
     for (const [k, v] of Object.entries(scope)) if (row[k] !== v) found(undefined, opts.what);
     return item(opts.object, opts.attributes(row));
   });
@@ -129,7 +134,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     await audit(req, 'admin:node.delete', { type: 'node', id: nodeId });
     return reply.code(204).send();
   });
-  const nodeScope = (p: Params): Record<string, number> => ({ node_id: idParam(p.node, 'node') });
+  const nodeScope = async (p: Params): Promise<Record<string, number>> => ({ node_id: found(await ctx.store.nodes.find(idParam(p.node, 'node')), 'node').id });
   readRoutes(api, '/nodes/:node/allocations', { object: 'allocation', what: 'allocation', repo: ctx.store.allocations, attributes: allocationAttributes, search: ['ip', 'ip_alias'], scope: nodeScope });
   api.post('/nodes/:node/allocations', async (req, reply) => {
     const nodeId = id(req, 'node', 'node');
@@ -163,7 +168,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     await audit(req, 'admin:nest.delete', { type: 'nest', id: nestId });
     return reply.code(204).send();
   });
-  const nestScope = (p: Params): Record<string, number> => ({ nest_id: idParam(p.nest, 'nest') });
+  const nestScope = async (p: Params): Promise<Record<string, number>> => ({ nest_id: found(await ctx.store.nests.find(idParam(p.nest, 'nest')), 'nest').id });
   readRoutes(api, '/nests/:nest/eggs', { object: 'egg', what: 'egg', repo: ctx.store.eggs, attributes: eggAttributes, search: ['name'], scope: nestScope });
   api.post('/nests/:nest/eggs', async (req, reply) => {
     const nestId = id(req, 'nest', 'nest');

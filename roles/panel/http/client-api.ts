@@ -26,7 +26,7 @@ import {
 } from '../services/server-access.ts';
 import { clientServerAttributes, updateServerDetails } from '../services/servers.ts';
 import { userAttributes } from '../services/users.ts';
-import { createValidator, inRequestTerms, NAME, TEXT } from '../services/validation.ts';
+import { createShapeCheck, createValidator, inRequestTerms, NAME, TEXT } from '../services/validation.ts';
 import type { ServerRow } from '../store/records.ts';
 import { createVolumeFiles, splitVolumePath } from '../volume-files.ts';
 import { item, list, plainList } from './api-format.ts';
@@ -44,6 +44,8 @@ const validateRenameFiles = createValidator<{ root?: string; files: { from: stri
   properties: { root: PATH, files: { type: 'array', minItems: 1, maxItems: 1000, items: { type: 'object', required: ['from', 'to'], additionalProperties: false, properties: { from: PATH, to: PATH } } } },
 });
 const validateFolder = createValidator<{ root?: string; name: string }>({ required: ['name'], properties: { root: PATH, name: { type: 'string', minLength: 1, maxLength: 255 } } });
+// The key route picks its fields out of the body, so a string or an array must be refused first.
+const objectBody = createShapeCheck();
 // Up to the trash bin's largest max_files_per_delete (spec/2 §2.3); its setting caps it lower.
 const validateDelete = createValidator<{ root?: string; files: string[] }>({
   required: ['files'],
@@ -110,7 +112,7 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
   api.get('/account', (req) => item('user', userAttributes(apiUser(req))));
   api.get('/account/api-keys', async (req) => plainList('api_key', await ctx.store.apiKeys.all({ user_id: apiUser(req).id, key_type: 'client' }), apiKeyAttributes));
   api.post('/account/api-keys', async (req, reply) => {
-    const { description, allowed_ips } = (req.body ?? {}) as { description?: unknown; allowed_ips?: unknown };
+    const { description, allowed_ips } = objectBody(req.body) as { description?: unknown; allowed_ips?: unknown };
     const created = await inRequestTerms({ memo: 'description' }, () => createApiKey(ctx, apiUser(req).id, 'client', { ...(description !== undefined ? { memo: description } : {}), ...(allowed_ips !== undefined ? { allowed_ips } : {}) }));
     return reply.code(201).send({ ...item('api_key', apiKeyAttributes(created.key)), meta: { secret_token: created.token } });
   });

@@ -14,7 +14,7 @@ import { authenticateKey, createApiKey } from './api-keys.ts';
 import { createEgg, createNest, deleteNest, updateEgg } from './catalog.ts';
 import { createAllocations, createNode, nodeByToken, resetNodeToken } from './infrastructure.ts';
 import { createServer, setSuspended, updateServerBuild, updateServerDetails } from './servers.ts';
-import { createUser, deleteUser } from './users.ts';
+import { createUser, deleteUser, updateUser } from './users.ts';
 import { problemsOf } from './validation.ts';
 
 async function rejects(p: Promise<unknown>, code: string): Promise<unknown> {
@@ -52,6 +52,26 @@ describe('panel services', () => {
     assert.equal(u.email, 'alice@example.test');
     assert.notEqual(u.password, 'long enough');
     await rejects(createUser(ctx, { username: 'alice', email: 'other@example.test', password: 'long enough' }), 'ERR_VALIDATION');
+  });
+
+  it('names both a taken username and a taken email on an update too, and lets a user keep their own', async () => {
+    const ctx = createTestContext();
+    await createUser(ctx, { username: 'alice', email: 'alice@example.test', password: 'long enough' });
+    const bob = await createUser(ctx, { username: 'bob', email: 'bob@example.test', password: 'long enough' });
+    const err = await rejects(updateUser(ctx, bob.id, { username: 'Alice', email: 'ALICE@example.test' }), 'ERR_VALIDATION');
+    assert.deepEqual(problemsOf(err as never).map((p) => `${p.field} ${p.rule}`), ['username unique', 'email unique']);
+    const renamed = await updateUser(ctx, bob.id, { username: 'Bob', email: 'BOB@example.test' });
+    assert.equal(renamed.username, 'Bob');
+  });
+
+  it('refuses an email address a mailer would read as another recipient, or with a control character', async () => {
+    const ctx = createTestContext();
+    // nodemailer sends `a,c@x` to c@x and `joe<evil@x>` to evil@x: the welcome mail would go elsewhere.
+    for (const email of ['a,c@example.test', 'joe<evil@example.test>', 'x@example.test;y', '"q"@example.test', 'a\u0000b@example.test', 'a@example.test\u0085', 'a\u007fb@example.test', 'a b@example.test']) {
+      const err = await rejects(createUser(ctx, { username: 'carol', email, password: 'long enough' }), 'ERR_VALIDATION');
+      assert.deepEqual(problemsOf(err as never).map((p) => p.detail), ['the email field must be a valid email address'], JSON.stringify(email));
+    }
+    for (const [i, email] of ['carölé@exämple.test', "o'brien+panel@example.test"].entries()) assert.equal((await createUser(ctx, { username: `carol${i}`, email, password: 'long enough' })).email, email);
   });
 
   it('creates nodes with a pairing token found by its prefix and verified by hash', async () => {

@@ -32,14 +32,25 @@ const validateUpdate = createValidator<Partial<UserInput>>({
   properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG },
 });
 
+/**
+ * Throws one ERR_VALIDATION naming both the username and the email when another user (not
+ * `selfId`) has them: the write's unique constraint would name only the first, as `invalid`.
+ */
+async function refuseTaken(ctx: PanelContext, v: { username?: string | undefined; email?: string | undefined }, selfId?: number): Promise<void> {
+  const taken: FieldProblem[] = [];
+  const other = async (filter: Record<string, string>): Promise<boolean> => {
+    const u = await ctx.store.users.findBy(filter);
+    return u !== undefined && u.id !== selfId;
+  };
+  if (v.username !== undefined && (await other({ username: v.username }))) taken.push({ field: 'username', rule: 'unique', detail: 'the username has already been taken' });
+  if (v.email !== undefined && (await other({ email: v.email.toLowerCase() }))) taken.push({ field: 'email', rule: 'unique', detail: 'the email has already been taken' });
+  if (taken.length > 0) throw validationError(taken);
+}
+
 /** Creates a user; throws ERR_VALIDATION for bad input or a taken username/email. */
 export async function createUser(ctx: PanelContext, input: unknown): Promise<UserRow> {
   const v = validateCreate(input);
-  // Both taken fields are named at once (the insert's constraint names only the first).
-  const taken: FieldProblem[] = [];
-  if ((await ctx.store.users.findBy({ username: v.username })) !== undefined) taken.push({ field: 'username', rule: 'unique', detail: 'the username has already been taken' });
-  if ((await ctx.store.users.findBy({ email: v.email.toLowerCase() })) !== undefined) taken.push({ field: 'email', rule: 'unique', detail: 'the email has already been taken' });
-  if (taken.length > 0) throw validationError(taken);
+  await refuseTaken(ctx, v);
   return ctx.store.users.insert({
     ...toColumns({ ...v, password: undefined }),
     uuid: randomUUID(),
@@ -83,6 +94,7 @@ export interface UserChangeActor {
 export async function updateUser(ctx: PanelContext, id: number, input: unknown, by: UserChangeActor = {}): Promise<UserRow> {
   const v = validateUpdate(input);
   found(await ctx.store.users.find(id), 'user');
+  await refuseTaken(ctx, v, id);
   if (by.actorId === id && v.root_admin === false) throw validationError([{ field: 'root_admin', rule: 'self', detail: 'you cannot remove your own administrator rights' }]);
   const values: Partial<UserRow> = { ...toColumns({ ...v, password: undefined }), updated_at: now() } as Partial<UserRow>;
   if (v.email !== undefined) values.email = v.email.toLowerCase();

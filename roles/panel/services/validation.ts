@@ -157,7 +157,11 @@ export function createShapeCheck(properties: Record<string, object> = {}): (inpu
 }
 
 export const USERNAME = { type: 'string', trim: true, minLength: 1, maxLength: 191, pattern: '^[a-zA-Z0-9_.-]+$', description: 'may only contain letters, digits, dots, dashes and underscores' };
-export const EMAIL = { type: 'string', trim: true, maxLength: 191, pattern: '^[^@\\s]+@[^@\\s]+$', description: 'must be a valid email address' };
+// One mailbox, as a mail client would read it: the characters that address lists and display
+// names use as syntax (`a,b@x` is two recipients, `joe<b@x>` is b@x) would send the account's mail
+// to someone else, and control characters (NUL, C1) would reach mail headers and pages.
+const ADDRESS_PART = String.raw`[^@\s\p{Cc}"(),:;<>[\]\\]+`;
+export const EMAIL = { type: 'string', trim: true, maxLength: 191, pattern: `^${ADDRESS_PART}@${ADDRESS_PART}$`, description: 'must be a valid email address' };
 /** A required name: trimmed, and blank is missing (see createValidator). */
 export const NAME = { type: 'string', trim: true, minLength: 1, maxLength: 191 };
 export const TEXT = { type: 'string', maxLength: 2000 };

@@ -83,7 +83,9 @@ export function registerAuthRoutes(web: FastifyInstance, ctx: PanelContext, thro
     // A login that names a user counts against that user whichever identifier is typed (username
     // or email), so the 5 failures are per account and address; unknown logins count on their own.
     const user = await findLoginUser(ctx, login);
-    const key = user === undefined ? `login|name:${login.toLowerCase()}|${req.ip}` : `login|user:${user.id}|${req.ip}`;
+    // An unknown name is kept only as long as a username or email can be (191): the throttle
+    // holds its keys for 15 minutes, and megabyte names would fill memory 10,000 at a time.
+    const key = user === undefined ? `login|name:${login.toLowerCase().slice(0, 191)}|${req.ip}` : `login|user:${user.id}|${req.ip}`;
     const wait = throttle.take(key);
     if (wait > 0) return loginPage(req, reply, form, 429, [tooMany(reply, wait)]);
 

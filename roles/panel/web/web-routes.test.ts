@@ -4,11 +4,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify';
 import { generateSync } from 'otplib';
 import { createPanelApp } from '../http/app.ts';
 import { createUser } from '../services/users.ts';
 import { createTestContext } from '../test-context.ts';
+import { registerWebRoutes } from './index.ts';
+import { createLoginThrottle } from './login-throttle.ts';
 
 type Ctx = ReturnType<typeof createTestContext>;
 
@@ -176,6 +178,24 @@ test('login attempts sent in parallel count before the password is checked: 5 ar
   const codes = answers.map((r) => r.statusCode).sort();
   assert.deepEqual(codes, [...Array<number>(5).fill(401), ...Array<number>(7).fill(429)]);
   assert.equal((await c.post('/auth/login', { username: 'racer', password: 'racer-password' })).statusCode, 429, 'the right password waits too');
+});
+
+test('an unknown login name of any length is counted under a key no longer than a name can be', async () => {
+  // The throttle keeps its keys for 15 minutes: a megabyte name must not be kept whole.
+  const keys: string[] = [];
+  const inner = createLoginThrottle();
+  const web = Fastify();
+  await registerWebRoutes(web, ctx, { throttle: { take: (k) => (keys.push(k), inner.take(k)), reset: (k) => inner.reset(k) } });
+  try {
+    const c = client(web);
+    await c.get('/auth/login');
+    for (const tail of ['a', 'b']) assert.equal((await c.post('/auth/login', { username: `${'x'.repeat(500_000)}${tail}`, password: 'wrong' })).statusCode, 401);
+    assert.equal(keys.length, 2);
+    for (const k of keys) assert.ok(k.length < 300, `a key of ${k.length} characters`);
+    assert.equal(keys[0], keys[1], 'names alike in their first 191 characters count together');
+  } finally {
+    await web.close();
+  }
 });
 
 test('the password check that turns two-factor off is throttled like a sign-in', async () => {

@@ -188,6 +188,17 @@ describe('panel APIs', () => {
     assert.equal(((await panel.api(admin, 'GET', '/api/application/servers')).body as { data: Item[] }).data.length, 1, 'nothing was created');
   });
 
+  it('refuses a client API key request whose body is not an object, and creates no key', async () => {
+    const keys = async (): Promise<number> => ((await panel.api(stranger, 'GET', '/api/client/account/api-keys')).body as { data: Item[] }).data.length;
+    const before = await keys();
+    for (const body of ['str', [], 5]) {
+      const r = await panel.api(stranger, 'POST', '/api/client/account/api-keys', JSON.stringify(body), { 'content-type': 'application/json' });
+      assert.equal(r.status, 422, `${JSON.stringify(body)}: ${r.text}`);
+      assert.deepEqual((r.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [['', 'the request must be an object']]);
+    }
+    assert.equal(await keys(), before, 'no key was made');
+  });
+
   it('trims required names, and a blank one is required', async () => {
     const blank = async (key: string, method: string, path: string, body: Record<string, unknown>, field: string): Promise<void> => {
       const r = await panel.api(key, method, path, body);
@@ -328,6 +339,23 @@ describe('panel APIs', () => {
     assert.deepEqual((inUse.body as Errors).errors.map((e) => [e.code, e.detail]), [['ConflictHttpException', 'cannot delete a nest that still has servers']]);
     assert.equal((await panel.api(admin, 'DELETE', `/api/application/nests/${other}/eggs/${spare}`)).status, 204);
     assert.equal((await panel.api(admin, 'DELETE', `/api/application/nests/${other}`)).status, 204);
+  });
+
+  it('answers 404 for the allocations of a node and the eggs of a nest that do not exist, as for their writes', async () => {
+    const location = ((await panel.api(admin, 'POST', '/api/application/locations', { short: 'gone1' })).body as Item).attributes.id as number;
+    const node = ((await panel.api(admin, 'POST', '/api/application/nodes', { name: 'short-lived', fqdn: 'gone.example.test', location_id: location })).body as Item).attributes.id as number;
+    assert.equal((await panel.api(admin, 'POST', `/api/application/nodes/${node}/allocations`, { ip: '127.0.0.1', ports: [30000] })).status, 201);
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nodes/${node}`)).status, 204);
+    for (const [path, what] of [
+      [`/api/application/nodes/${node}/allocations`, 'node'],
+      [`/api/application/nodes/${node}/allocations/1`, 'node'],
+      ['/api/application/nests/999/eggs', 'nest'],
+      ['/api/application/nests/999/eggs/1', 'nest'],
+    ] as const) {
+      const r = await panel.api(admin, 'GET', path);
+      assert.equal(r.status, 404, `${path}: ${r.text}`);
+      assert.deepEqual((r.body as Errors).errors.map((e) => [e.code, e.detail]), [['NotFoundHttpException', `the requested ${what} was not found`]], path);
+    }
   });
 
   it('stores each allocation address in one spelling and names each bad port once', async () => {
