@@ -102,11 +102,16 @@ export function registerClientApi(api: FastifyInstance, ctx: PanelContext, addon
     return { c, resolved };
   };
 
+  // Paged as Pterodactyl pages it (`page`, `per_page`, meta.pagination): a client walking a
+  // reseller's hundreds of servers stops at the last page instead of getting them all at once.
   api.get('/', async (req) => {
     const user = apiUser(req);
+    const q = pageQuery(req.query);
+    const perPage = Math.max(1, q.perPage);
     const servers = await accessibleServers(ctx, user);
-    const rows = await Promise.all(servers.map(async (s) => ({ s, node: await nodeName(s) })));
-    return plainList('server', rows, ({ s, node }) => clientServerAttributes(s, { isOwner: s.owner_id === user.id, node }));
+    const slice = servers.slice((q.page - 1) * perPage, q.page * perPage);
+    const items = await Promise.all(slice.map(async (s) => ({ s, node: await nodeName(s) })));
+    return list('server', { items, total: servers.length, page: q.page, perPage }, ({ s, node }) => clientServerAttributes(s, { isOwner: s.owner_id === user.id, node }));
   });
   api.get('/permissions', () => ({ object: 'system_permissions', attributes: { permissions: [...ctx.permissions].sort() } }));
   api.get('/account', (req) => item('user', userAttributes(apiUser(req))));

@@ -221,8 +221,11 @@ describe('panel APIs', () => {
   });
 
   it('shows the owner their server by uuid or short id, and a stranger a 404', async () => {
-    const mine = (await panel.api(owner, 'GET', '/api/client')).body as { data: Item[] };
+    const mine = (await panel.api(owner, 'GET', '/api/client')).body as { data: Item[]; meta: { pagination: Record<string, number> } };
     assert.deepEqual(mine.data.map((s) => s.attributes.uuid), [server.uuid]);
+    assert.deepEqual(mine.meta.pagination, { total: 1, count: 1, per_page: 50, current_page: 1, total_pages: 1 });
+    const past = (await panel.api(owner, 'GET', '/api/client?per_page=1&page=2')).body as { data: Item[]; meta: { pagination: Record<string, number> } };
+    assert.deepEqual([past.data.length, past.meta.pagination.current_page, past.meta.pagination.total_pages], [0, 2, 1]);
     assert.equal(mine.data[0]?.attributes.server_owner, true);
     for (const ref of [server.uuid, server.identifier]) assert.equal((await panel.api(owner, 'GET', `/api/client/servers/${ref}`)).status, 200);
     assert.deepEqual(((await panel.api(stranger, 'GET', '/api/client')).body as { data: Item[] }).data, []);
