@@ -66,9 +66,14 @@ async function validateWithAddons<T>(ctx: PanelContext, input: unknown, validate
  */
 export async function createServer(ctx: PanelContext, input: unknown): Promise<ServerRow> {
   const v = await validateWithAddons(ctx, input, validateCreate);
-  found(await ctx.store.users.find(v.owner_id), 'user');
-  const egg = found(await ctx.store.eggs.find(v.egg_id), 'egg');
-  const allocation = found(await ctx.store.allocations.find(v.allocation_id), 'allocation');
+  // What the request names but does not exist is its fault, a 422 naming each field (Laravel's
+  // `exists` rule, as Pterodactyl answers), not a 404 of the route.
+  const [owner, egg, allocation] = [await ctx.store.users.find(v.owner_id), await ctx.store.eggs.find(v.egg_id), await ctx.store.allocations.find(v.allocation_id)];
+  const missing: FieldProblem[] = [];
+  if (owner === undefined) missing.push({ field: 'owner_id', rule: 'exists', detail: 'the owner_id field must name an existing user' });
+  if (egg === undefined) missing.push({ field: 'egg_id', rule: 'exists', detail: 'the egg_id field must name an existing egg' });
+  if (allocation === undefined) missing.push({ field: 'allocation_id', rule: 'exists', detail: 'the allocation_id field must name an existing allocation' });
+  if (owner === undefined || egg === undefined || allocation === undefined) throw validationError(missing);
   for (let attempt = 0; ; attempt++) {
     const uuid = randomUUID();
     let server: ServerRow;

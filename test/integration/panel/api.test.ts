@@ -87,6 +87,13 @@ describe('panel APIs', () => {
 
     const taken = await panel.api(admin, 'POST', '/api/application/servers', { name: 'Clash', user: ownerId, egg: eggId, allocation: { default: allocIds[0] } });
     assert.equal(taken.status, 422, 'an assigned allocation cannot be reused');
+    const nowhere = await panel.api(admin, 'POST', '/api/application/servers', { name: 'Ghost', user: 99999, egg: 99999, allocation: { default: 99999 } });
+    assert.equal(nowhere.status, 422, 'records the body names but that do not exist are its fault');
+    assert.deepEqual((nowhere.body as Errors).errors.map((e) => [e.meta?.source_field, e.detail]), [
+      ['user', 'the user field must name an existing user'],
+      ['egg', 'the egg field must name an existing egg'],
+      ['allocation.default', 'the allocation.default field must name an existing allocation'],
+    ]);
     const list = (await panel.api(admin, 'GET', '/api/application/servers')).body as { object: string; data: Item[]; meta: { pagination: { total: number } } };
     assert.equal(list.object, 'list');
     assert.equal(list.meta.pagination.total, 1);

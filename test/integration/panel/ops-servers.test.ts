@@ -138,7 +138,7 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     assert.equal(alpha.id, next);
     assert.equal(named.name, `${next + 1} - owner`, 'a nameless entry is named by the pattern with its own id');
     assert.deepEqual(body.results.slice(2).map((x) => [x.success, x.name]), [[false, 'No owner'], [false, 'Wrong node'], [false, 'Bad memory'], [false, 'Bad tags'], [false, 'Bad env'], [false, 'Taken']]);
-    assert.match(body.results[2]?.error ?? '', /user was not found/);
+    assert.match(body.results[2]?.error ?? '', /the owner_id field must name an existing user/);
     assert.match(body.results[3]?.error ?? '', /allocation does not belong to the selected node/);
     assert.match(body.results[4]?.error ?? '', /the memory field must be at least 0/);
     assert.match(body.results[5]?.error ?? '', /tags that do not exist: 4242/);
