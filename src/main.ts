@@ -7,7 +7,7 @@ import { basename } from 'node:path';
 import { isSea } from 'node:sea';
 import { Command } from 'commander';
 import type { RoleDefinition } from './core/role.ts';
-import { configureCommand, runProgram, subcommand } from './core/cli.ts';
+import { configureCommand, EXIT_FAILURE, EXIT_OK, runProgram, subcommand } from './core/cli.ts';
 import { SERVICE_VERSION } from './core/version.ts';
 import { installLinks } from './core/install-links.ts';
 
@@ -82,16 +82,26 @@ async function buildProgram(name: string, args: readonly string[]): Promise<Comm
 /** Runs once per process: dispatches the command line and sets the exit code. */
 async function main(): Promise<void> {
   // Output piped into a reader that left (`| head`, `| true`) has no one to go to: no stack trace
-  // for that. Any other stdout failure is said in one line.
+  // for that. Any other stdout failure (a full disk) is said in one line, and since what was lost
+  // may be a password shown once, the command failed, whenever the failure arrives.
+  let outputLost = false;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EPIPE') process.stderr.write(`error: cannot write the output: ${err.message}\n`);
+    if (err.code === 'EPIPE') return;
+    process.stderr.write(`error: cannot write the output: ${err.message}\n`);
+    outputLost = true;
+    process.exitCode = EXIT_FAILURE;
   });
   const name = invokedName();
   let args = process.argv.slice(2);
-  if (!ALIASES.includes(name) && args[0] !== undefined && SHORTCUTS[args[0]]) {
-    args = [SHORTCUTS[args[0]] as string, ...args];
+  // `hostkit help reset` asks for the shortcut's help as `hostkit reset --help` does.
+  const shortcutAt = args[0] === 'help' ? 1 : 0;
+  const shortcut = args[shortcutAt];
+  // Own keys only: `hostkit constructor` is an unknown command, not Object's constructor.
+  if (!ALIASES.includes(name) && shortcut !== undefined && Object.hasOwn(SHORTCUTS, shortcut)) {
+    args = [SHORTCUTS[shortcut] as string, ...args];
   }
-  process.exitCode = await runProgram(await buildProgram(name, args), args);
+  const code = await runProgram(await buildProgram(name, args), args);
+  process.exitCode = outputLost && code === EXIT_OK ? EXIT_FAILURE : code;
 }
 
 void main();

@@ -1,3 +1,4 @@
+import { Option } from 'commander';
 import type { RoleDefinition } from '../../src/core/role.ts';
 import { reportCheck, subcommand } from '../../src/core/cli.ts';
 import { loadPanelConfig, DEFAULT_CONFIG_PATH } from './config.ts';
@@ -56,7 +57,8 @@ export const panelRole: RoleDefinition = {
       .requiredOption('--name <name>', 'node name')
       .requiredOption('--fqdn <host>', 'host name or IP the panel reaches the node agent at')
       .option('--location <id>', 'location id (default: the first location, created as "default" if none)')
-      .option('--scheme <scheme>', 'http or https', 'http')
+      // choices: another value is a usage error (exit 2) naming the option, before the database opens
+      .addOption(new Option('--scheme <scheme>', 'http or https').choices(['http', 'https']).default('http'))
       .option('--port <port>', 'node API port', '8480')
       .option('--json', 'print JSON')
       .option('-c, --config <file>', CONFIG_HELP, DEFAULT_CONFIG_PATH)

@@ -1,7 +1,8 @@
 /**
  * Command-line plumbing shared by the roles: commander programs that exit 2 with a one-line
- * error on a usage mistake, 0 after --help/--version, 1 when a command fails; config problems
- * printed one per line; never a stack trace unless HOSTKIT_DEBUG is set.
+ * error naming the command's --help on a usage mistake, 0 after --help/--version, 1 when a
+ * command fails; config problems printed one per line; never a stack trace unless HOSTKIT_DEBUG
+ * is set.
  */
 import { CommanderError, type Command } from 'commander';
 import { ConfigError, formatProblems, type LoadedConfig } from './config-loader.ts';
@@ -18,8 +19,7 @@ export function configureCommand(cmd: Command): Command {
     .exitOverride()
     .showHelpAfterError(false)
     .showSuggestionAfterError(true)
-    .allowExcessArguments(false)
-    .configureOutput({ outputError: (text, write) => write(text.trimEnd().split('\n')[0] + '\n') });
+    .allowExcessArguments(false);
 }
 
 /** Adds a subcommand that inherits hostkit's conventions. */
@@ -35,6 +35,7 @@ export function subcommand(parent: Command, nameAndArgs: string, description: st
  */
 export async function runProgram(program: Command, args: readonly string[]): Promise<number> {
   try {
+    pointUsageErrorsAtHelp(program);
     refuseUnknownHelpTopic(program, args);
     await program.parseAsync(args as string[], { from: 'user' });
     return typeof process.exitCode === 'number' ? process.exitCode : EXIT_OK;
@@ -44,10 +45,22 @@ export async function runProgram(program: Command, args: readonly string[]): Pro
 }
 
 /**
+ * Makes a usage error of `cmd` and of every command under it one line that ends with where to
+ * read the usage, e.g. `error: unknown option '--jso'; see 'bandwidth-node stats --help'`.
+ * commander puts its suggestion ("(Did you mean stats?)") on a second line: it joins the first.
+ */
+function pointUsageErrorsAtHelp(cmd: Command, path = cmd.name()): void {
+  cmd.configureOutput({ outputError: (text, write) => write(`${text.trim().split('\n').join(' ').replace(/\.$/, '')}; see '${path} --help'\n`) });
+  for (const sub of cmd.commands) pointUsageErrorsAtHelp(sub, `${path} ${sub.name()}`);
+}
+
+/**
  * `help <topic>` where the topic is no command, or `<unknown> --help`: commander would print the
- * whole help of the parent (to stderr, or with exit 0 as if the command existed). Runs before
- * parsing and raises the one-line unknown-command error instead (exit 2). Walks the leading
- * command names only; anything else is left to commander.
+ * whole help of the parent (to stderr, or with exit 0 as if the command existed). A word where a
+ * default command taking no arguments would run (`osproxy chek`): commander would call it that
+ * command's excess argument ("too many arguments for 'serve'"). Runs before parsing and raises
+ * the one-line unknown-command error instead (exit 2). Walks the leading command names only;
+ * anything else is left to commander.
  */
 function refuseUnknownHelpTopic(program: Command, args: readonly string[]): void {
   const named = (cmd: Command, name: string): Command | undefined => cmd.commands.find((c) => c.name() === name || c.aliases().includes(name));
@@ -64,9 +77,13 @@ function refuseUnknownHelpTopic(program: Command, args: readonly string[]): void
       cmd.args = [name];
       return (cmd as unknown as { unknownCommand(): never }).unknownCommand();
     };
-    if (arg !== 'help' && !arg.startsWith('-') && cmd.commands.length > 0 && args.slice(i + 1).some((a) => a === '--help' || a === '-h')) unknown(arg);
+    const defaultName = (cmd as unknown as { _defaultCommandName: string | null })._defaultCommandName;
+    const defaultTakesNone = defaultName !== null && named(cmd, defaultName)?.registeredArguments.length === 0;
+    if (arg !== 'help' && !arg.startsWith('-') && cmd.commands.length > 0 && (defaultTakesNone || args.slice(i + 1).some((a) => a === '--help' || a === '-h'))) unknown(arg);
     const topic = args[i + 1];
     if (arg !== 'help' || cmd.commands.length === 0 || topic === undefined || topic.startsWith('-')) return;
+    // The help of `help` is this command's help (commander would print it to stderr, exit 2).
+    if (topic === 'help') cmd.help();
     if (!named(cmd, topic)) unknown(topic);
     return;
   }

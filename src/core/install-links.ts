@@ -13,6 +13,8 @@ export function installLinks(dir: string, names: readonly string[], target = pro
   if (!isSea() && target === process.execPath) {
     throw new AppError('ERR_USAGE', 'install-links needs the built executable (make build, then dist/hostkit-linux-<arch> install-links DIR)');
   }
+  // resolve('') is the working directory: an unset variable (`install-links "$BINDIR"`) must not put links there.
+  if (dir === '') throw new AppError('ERR_USAGE', 'install-links needs a directory, got an empty name');
   const absDir = resolve(dir);
   if (!existsSync(absDir)) throw new AppError('ERR_NOT_FOUND', `${absDir} does not exist: create it first (the links usually go in /usr/local/bin)`);
   if (!statSync(absDir).isDirectory()) throw new AppError('ERR_USAGE', `${absDir} is not a directory`);

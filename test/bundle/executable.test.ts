@@ -67,21 +67,38 @@ test('--version prints the service version; --help works everywhere', () => {
   }
 });
 
-test('unknown commands and flags: one line on stderr, exit 2', () => {
-  for (const args of [['frobnicate'], ['--frob'], ['node-agent', 'frob'], ['proxy', 'check', '--frob'], ['panel', 'check', 'extra']]) {
+test('unknown commands and flags: one line on stderr naming the help to read, exit 2', () => {
+  const cases: [string[], string][] = [
+    [['frobnicate'], 'hostkit'],
+    [['--frob'], 'hostkit'],
+    [['node-agent', 'frob'], 'hostkit node-agent'],
+    [['proxy', 'check', '--frob'], 'hostkit proxy check'],
+    [['panel', 'check', 'extra'], 'hostkit panel check'],
+    [['reset', '--frob'], 'hostkit bandwidthd reset'],
+    // Not an excess argument of the default command (serve).
+    [['proxy', 'chek'], 'hostkit proxy'],
+  ];
+  for (const [args, help] of cases) {
     const r = run(exe, args);
     assert.equal(r.code, 2, `${args.join(' ')}: ${r.stdout}${r.stderr}`);
     assert.equal(r.stderr.trim().split('\n').length, 1, `${args.join(' ')}: ${r.stderr}`);
+    assert.ok(r.stderr.endsWith(`; see '${help} --help'\n`), `${args.join(' ')}: ${r.stderr}`);
   }
+  const suggested = run(exe, ['node-agent', 'stat']);
+  assert.equal(suggested.stderr, "error: unknown command 'stat' (Did you mean stats?); see 'hostkit node-agent --help'\n");
 });
 
-test('output piped into a reader that left: no stack trace, exit 0', () => {
+test('output piped into a reader that left: no stack trace, exit 0; output that cannot be written: exit 1', () => {
   // `hostkit --help | true`: the reader is gone before the help is written.
   for (const cmd of [`"${exe}" --help | true`, `"${exe}" proxy --help | head -c 1 >/dev/null`]) {
     const r = spawnSync('bash', ['-o', 'pipefail', '-c', cmd], { cwd: work, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: work } });
     assert.equal(r.status, 0, `${cmd}: ${r.stderr}`);
     assert.equal(r.stderr, '', cmd);
   }
+  // A full disk is no reader that left: what was printed is lost, so the command failed.
+  const full = spawnSync('bash', ['-c', `"${exe}" --version >/dev/full`], { cwd: work, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: work } });
+  assert.equal(full.status, 1, full.stderr);
+  assert.match(full.stderr, /^error: cannot write the output: ENOSPC/);
 });
 
 test('check: ok for a good config, every problem with its path and exit 1 for a bad one', () => {
@@ -125,6 +142,10 @@ test('install-links: each link name acts as its role', () => {
   assert.equal(run(join(bin, 'osproxy'), ['check', '--root', join(work, 'proxy-good')]).stdout.trim(), 'ok');
   assert.equal(run(join(bin, 'osproxy'), ['check', '--root', join(work, 'proxy-bad')]).code, 1);
   assert.equal(run(exe, ['install-links', bin]).code, 0, 'running it again is fine');
+  // An unset variable (`install-links "$BINDIR"`) names no directory: not the working one.
+  const empty = run(exe, ['install-links', '']);
+  assert.equal(empty.code, 2, empty.stderr);
+  assert.equal(existsSync(join(work, 'osproxy')), false);
 });
 
 test('arm64 executable under qemu-aarch64-static', (t) => {
