@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { ConfigError, loadConfigText, type ConfigProblem } from '../../src/core/config-loader.ts';
-import { isListenHost, nodeAgentConfigSpec } from './config.ts';
+import { DEFAULT_CONFIG_PATH, isListenHost, nodeAgentConfigPath, nodeAgentConfigSpec } from './config.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'hk-agent-config-'));
 const tokenFile = join(dir, 'token');
@@ -93,4 +93,14 @@ test('api.listen must be an IP literal or a host name', () => {
   }
   // A disabled API binds nothing, so its listen is not checked.
   assert.deepEqual(problemsOf({ api: { enabled: false, listen: '999.1.1.1' } }), []);
+});
+
+test('the config path: the flag, then BANDWIDTH_NODE_CONFIG unless empty, then the default', (t) => {
+  const saved = process.env['BANDWIDTH_NODE_CONFIG'];
+  t.after(() => (saved === undefined ? delete process.env['BANDWIDTH_NODE_CONFIG'] : (process.env['BANDWIDTH_NODE_CONFIG'] = saved)));
+  process.env['BANDWIDTH_NODE_CONFIG'] = '/etc/agent.yaml';
+  assert.equal(nodeAgentConfigPath('/x.yaml'), '/x.yaml');
+  assert.equal(nodeAgentConfigPath(undefined), '/etc/agent.yaml');
+  process.env['BANDWIDTH_NODE_CONFIG'] = '';
+  assert.equal(nodeAgentConfigPath(undefined), DEFAULT_CONFIG_PATH, 'set but empty (a blank line in a unit file): the default');
 });

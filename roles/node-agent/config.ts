@@ -19,7 +19,8 @@ export const DEFAULT_CONFIG_PATH = '/etc/bandwidth-node/config.yaml';
 
 /** The config path an agent command uses: the flag, then BANDWIDTH_NODE_CONFIG, then the default. */
 export function nodeAgentConfigPath(flag: string | undefined): string {
-  return flag ?? process.env['BANDWIDTH_NODE_CONFIG'] ?? DEFAULT_CONFIG_PATH;
+  // `||`: an empty variable (set but blank in a unit file) means unset, as for BANDWIDTH_NODE_SOCKET.
+  return flag ?? (process.env['BANDWIDTH_NODE_CONFIG'] || DEFAULT_CONFIG_PATH);
 }
 
 const TOKEN = /^[0-9a-f]{64}$/;

@@ -145,6 +145,9 @@ test('a directory, a binary file, an alias inside its own anchor and an alias bo
     return 'no problem';
   };
   assert.equal(problem(() => loadConfigFile(dir, spec)), 'cannot read config: it is a directory, not a file');
+  writeFileSync(join(dir, 'plain'), 'x');
+  assert.equal(problem(() => loadConfigFile(join(dir, 'plain', 'config.yaml'), spec)), 'cannot read config: a part of its path is a file, not a directory');
+  assert.throws(() => loadConfigFile('', spec), (err: unknown) => err instanceof ConfigError && err.source === '(empty config path)' && err.problems[0]?.message === 'no config file named: the config path is empty');
   assert.equal(problem(() => loadConfigText('name: \0\x01\x02garbage', 'x.yaml', spec)), 'not a text file (it holds NUL bytes): give the YAML config file');
   assert.equal(problem(() => loadConfigText('a: &a [*a]\n', 'x.yaml', spec)), 'YAML error: an alias refers to the anchor it is inside');
   assert.match(problem(() => loadConfigText(`a: &a [1]\nb: [${Array.from({ length: 120 }, () => '*a').join(', ')}]\n`, 'x.yaml', spec)), /^YAML error: Excessive alias count/);

@@ -87,12 +87,23 @@ export function formatProblems(problems: readonly ConfigProblem[], warnings: rea
  * so callers print it like any other config problem.
  */
 export function loadConfigFile<T>(file: string, spec: ConfigSpec<T>): LoadedConfig<T> {
+  // An empty --config (an unset variable in a unit file) would be reported against no name at all.
+  if (file === '') throw new ConfigError('(empty config path)', [{ path: '', message: 'no config file named: the config path is empty' }]);
   let bytes: Buffer;
   try {
     bytes = readFileSync(file);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'file not found' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory, not a file' : errorMessage(err);
+    const why =
+      code === 'ENOENT'
+        ? 'file not found'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'it is a directory, not a file'
+            : code === 'ENOTDIR'
+              ? 'a part of its path is a file, not a directory'
+              : errorMessage(err);
     throw new ConfigError(file, [{ path: '', message: `cannot read config: ${why}` }]);
   }
   // Read as UTF-8 regardless, a Latin-1 file's accented letters would turn into U+FFFD and surface

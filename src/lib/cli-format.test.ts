@@ -37,4 +37,8 @@ test('the CLI socket: an empty or unusable general.socket_path is named, not rep
   }
   writeFileSync(file, 'general:\n  log_level: x\n');
   assert.equal(socketPathFromConfig(file, join(dir, 'default.yaml'), fallback), fallback, 'a general section without socket_path: the default');
+  writeFileSync(file, '- general\n- socket_path\n');
+  assert.throws(() => socketPathFromConfig(file, join(dir, 'default.yaml'), fallback), /config\.yaml does not hold a mapping of keys, so its general\.socket_path is unknown/, 'a list, not the default socket');
+  writeFileSync(file, '');
+  assert.equal(socketPathFromConfig(file, join(dir, 'default.yaml'), fallback), fallback, 'an empty file: every default');
 });

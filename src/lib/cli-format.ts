@@ -33,6 +33,7 @@ export function socketPathFromConfig(configPath: string, defaultConfigPath: stri
   }
   // Written but unusable (empty, a number, a `general` that is no section): asking the default
   // socket instead would answer for another daemon or not at all.
+  if (doc.contents !== null && !isMap(doc.contents)) throw new AppError('ERR_CONFIG', `${configPath} does not hold a mapping of keys, so its general.socket_path is unknown: fix it (check lists the problems)`);
   const general = doc.get('general');
   const unusable = general !== undefined && general !== null && !isMap(general) ? 'general is not a section' : doc.hasIn(['general', 'socket_path']) ? `general.socket_path is ${socket === '' || socket === null ? 'empty' : 'not a path'}` : undefined;
   if (unusable !== undefined) throw new AppError('ERR_CONFIG', `${unusable} in ${configPath}: set general.socket_path to the daemon's socket, or leave it out for the default ${fallback}`);
