@@ -53,12 +53,13 @@ test('a lock whose pid now belongs to a process started after the lock was writt
 
 test('a lock held by a process that exited but is not reaped yet (a zombie) is taken over, and the lock says whose it was', async () => {
   const path = join(dir, 'bw5.lock');
-  // `true` exits at once; its parent then becomes `sleep`, which never reaps it.
-  const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30']);
+  // The child exits after its parent has become `sleep`, which never reaps it (exiting at once, the
+  // shell could reap it before its exec).
+  const parent = spawn('sh', ['-c', 'sleep 0.3 & echo $!; exec sleep 30']);
   try {
     const zombie = Number(await new Promise<string>((resolve) => parent.stdout.once('data', (d: Buffer) => resolve(d.toString()))));
     const state = (): string => readFileSync(`/proc/${zombie}/stat`, 'utf8').split(') ')[1]?.[0] ?? '';
-    for (let i = 0; i < 100 && state() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 250 && state() !== 'Z'; i++) await new Promise((r) => setTimeout(r, 20));
     assert.equal(state(), 'Z');
     assert.equal(pidAlive(zombie), true, 'kill(pid, 0) still finds it');
     writeFileSync(path, `${zombie}\n`);
