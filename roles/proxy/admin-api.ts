@@ -271,6 +271,9 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           if (site !== null && (typeof site !== 'string' || !SITE_ID.test(site))) throw new AppError('ERR_BAD_REQUEST', 'site must be a site id ([A-Za-z0-9._-]{1,64}) or null', { status: 400 });
           // A ban for a site that does not exist (yet) is allowed: it applies once the site does.
           const ban = bans.add(ip, site, secs, 'admin');
+          // The table every worker shares is full (a flood from very many addresses): a 201 would
+          // tell the operator that a ban holds which no worker can see.
+          if (ban === undefined) throw new AppError('ERR_TABLE_FULL', 'the shared counter table is full: the ban was not made; retry when entries expire', { status: 503 });
           logger.info({ by: req.adminToken?.name, ip, site, duration_secs: secs }, 'client banned through the admin API');
           return reply.code(201).send(api.ok(banJson(ban, Date.now())));
         });

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { createBanList, MAX_BAN_SECS, type Ban } from './ban-list.ts';
 import { createRateLimit, createRateCounters } from './rate-limit.ts';
 import type { RequestContext } from './request-context.ts';
+import { SharedTable } from './shared-table.ts';
 
 test('bans: a site ban or the global one, whichever ends last; expiry, doubling for repeat offenders capped at 24 h, removal', () => {
   const bans = createBanList();
@@ -51,6 +52,16 @@ test('an automatic ban is made once per offence, logged once with site, client I
   // Bans through the API are logged by the API, not here.
   bans.add('192.0.2.2', null, 60, 'admin', t0);
   assert.equal(lines.length, 2);
+});
+
+test('a ban that the full shared table cannot hold is not reported as made', () => {
+  // Eight slots hold six live entries.
+  const bans = createBanList(SharedTable.create({ slots: 8 }));
+  const made = Array.from({ length: 8 }, (_, i) => bans.add(`192.0.2.${i}`, null, 60, 'admin'));
+  assert.equal(made.filter((b) => b !== undefined).length, 6);
+  assert.equal(made[7], undefined);
+  assert.equal(bans.active('shop', '192.0.2.7'), undefined);
+  assert.equal(bans.list().length, 6);
 });
 
 test('the rate limiter bans at ban_after_violations and logs that ban only', () => {

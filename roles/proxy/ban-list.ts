@@ -50,8 +50,11 @@ export interface BanList {
    * already banned on the site (another worker's request got there first: one ban, one strike).
    */
   banOffender(site: string, ip: string, baseSecs: number, now?: number): Ban | undefined;
-  /** Adds or replaces the ban of `ip` on `site` (null = every site); the admin API's POST. */
-  add(ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now?: number): Ban;
+  /**
+   * Adds or replaces the ban of `ip` on `site` (null = every site); the admin API's POST. Returns
+   * the ban, or undefined when the shared table is full and the ban was not made.
+   */
+  add(ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now?: number): Ban | undefined;
   /** Removes the IP's bans (on one site when `site` is given); returns how many went. */
   remove(ip: string, site?: string | null): number;
   /** Active bans, oldest first. */
@@ -105,18 +108,17 @@ export function createBanList(table: SharedTable = SharedTable.create(), logger?
 
   const banFor = (ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now: number): Ban => ({ ip, site, since: now, until: now + Math.max(0, durationSecs) * 1000, reason });
 
-  /** Stores a ban (under the lock); a full table keeps the ban only in the returned value. */
-  function store(ban: Ban, now: number): Ban {
+  /** Stores a ban (under the lock); false when the table is full and the ban is not stored. */
+  function store(ban: Ban, now: number): boolean {
     const at = table.find(BAN + key(ban.site, ban.ip), now, true);
-    if (at !== -1) {
-      const v = table.values;
-      v[at] = ban.until;
-      v[at + 1] = ban.since;
-      v[at + 2] = BAN_REASONS.indexOf(ban.reason);
-      if (ban.until > table.banHorizon) table.banHorizon = ban.until;
-      table.markDirty('bans');
-    }
-    return ban;
+    if (at === -1) return false;
+    const v = table.values;
+    v[at] = ban.until;
+    v[at + 1] = ban.since;
+    v[at + 2] = BAN_REASONS.indexOf(ban.reason);
+    if (ban.until > table.banHorizon) table.banHorizon = ban.until;
+    table.markDirty('bans');
+    return true;
   }
 
   /** Stores the strikes of `ip` on `site` (under the lock), forgotten at `until`. */
@@ -155,7 +157,9 @@ export function createBanList(table: SharedTable = SharedTable.create(), logger?
         const v = table.values;
         const count = at === -1 || table.created ? 1 : (v[at + 1] as number) + 1;
         const secs = Math.min(MAX_BAN_SECS, baseSecs * 2 ** Math.min(count - 1, 20));
-        const ban = store(banFor(ip, site, secs, 'rate_limit', now), now);
+        // A full table holds no ban: the flood goes on being refused by the rate limit alone.
+        const ban = banFor(ip, site, secs, 'rate_limit', now);
+        store(ban, now);
         // The strike is forgotten 24 h after the ban ends (find may have moved it: look it up again).
         storeStrike(site, ip, count, ban.until + STRIKE_MEMORY_MS, now);
         return { ban, secs, count };
@@ -165,7 +169,10 @@ export function createBanList(table: SharedTable = SharedTable.create(), logger?
       logger?.warn({ site, client_ip: ip, duration_secs: made.secs, offence: made.count, until: new Date(made.ban.until).toISOString() }, 'client banned by the rate limiter');
       return made.ban;
     },
-    add: (ip, site, durationSecs, reason, now = Date.now()) => locked(() => store(banFor(ip, site, durationSecs, reason, now), now)),
+    add(ip, site, durationSecs, reason, now = Date.now()) {
+      const ban = banFor(ip, site, durationSecs, reason, now);
+      return locked(() => store(ban, now)) ? ban : undefined;
+    },
     remove(ip, site) {
       const now = Date.now();
       return locked(() => {

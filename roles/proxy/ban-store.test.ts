@@ -101,29 +101,29 @@ test('a damaged or unreadable file: no bans, one report naming the file, and the
   assert.match(seen[0]?.problem ?? '', /EISDIR.*every saved ban is dropped/);
 });
 
-test('entries that are no ban or strike are dropped and reported; the others load, addresses in the canonical form', () => {
+test('entries that are no ban or strike are dropped and reported; the others load, addresses in the canonical form; the file stays as it was', () => {
   const dir = dataDir();
   mkdirSync(dir, { recursive: true });
   const until = new Date(Date.now() + HOUR).toISOString();
   const since = new Date().toISOString();
-  writeFileSync(
-    join(dir, BANS_FILE),
-    JSON.stringify({
-      version: 1,
-      bans: [
-        { ip: '2001:DB8:0::7', site: null, reason: 'admin', since, until },
-        { ip: 'not-an-ip', site: null, reason: 'admin', since, until },
-        { ip: '192.0.2.8', site: 'a b', reason: 'admin', since, until },
-        { ip: '192.0.2.8', site: 'shop', reason: 'grudge', since, until },
-        null,
-      ],
-      strikes: [{ ip: '192.0.2.8', site: 'shop', count: 1.5, until }],
-    }),
-  );
+  const text = JSON.stringify({
+    version: 1,
+    bans: [
+      { ip: '2001:DB8:0::7', site: null, reason: 'admin', since, until },
+      { ip: 'not-an-ip', site: null, reason: 'admin', since, until },
+      { ip: '192.0.2.8', site: 'a b', reason: 'admin', since, until },
+      { ip: '192.0.2.8', site: 'shop', reason: 'grudge', since, until },
+      null,
+    ],
+    strikes: [{ ip: '192.0.2.8', site: 'shop', count: 1.5, until }],
+  });
+  writeFileSync(join(dir, BANS_FILE), text);
   const damaged: { file: string; problem: string }[] = [];
   const store = open(dir, damaged);
   assert.deepEqual(damaged.map((d) => d.problem), ['5 of 6 entries are not a ban or a strike: they are dropped']);
   assert.deepEqual(store.list().map((b) => b.ip), ['2001:db8::7']);
   assert.equal(store.active('shop', '2001:db8::7')?.reason, 'admin');
+  store.flush();
   store.close();
+  assert.equal(readFileSync(join(dir, BANS_FILE), 'utf8'), text, 'kept for a look until a ban changes');
 });

@@ -115,6 +115,9 @@ export function openBanStore(opts: {
   const table = opts.table ?? SharedTable.create();
   const list = createBanList(table);
   list.restore(readState(file, (problem) => opts.onDamaged({ file, problem })));
+  // Putting the saved bans back changes nothing on disk: the file (a damaged one too, kept for a
+  // look) is rewritten at the next ban change, not a second after the start.
+  table.takeDirty('bans');
   const stateFile = keepStateFile({ file, changed: () => table.takeDirty('bans'), snapshot: () => toFile(list.state()), onWriteError: opts.onWriteError });
   return {
     ...list,

@@ -156,7 +156,7 @@ function createServices(dataDir: string, table: SharedTable, secret: ChallengeSe
   const bans = openBanStore({
     dataDir,
     table,
-    onDamaged: ({ file, problem }) => logger.error({ file, problem }, 'cannot read the saved bans: the proxy starts without them (the file is replaced at the next ban change)'),
+    onDamaged: ({ file, problem }) => logger.error({ file, problem }, 'cannot read the saved bans: the proxy starts without what could not be read (the file is replaced at the next ban change)'),
     onWriteError: (err) => logger.error({ err }, 'cannot write the bans (retried every second)'),
   });
   const services: PipelineServices = {

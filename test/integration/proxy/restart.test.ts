@@ -163,11 +163,32 @@ test('a damaged bans.json: the proxy starts without bans and logs an error namin
   const file = join(dataDir(), 'bans.json');
   writeFileSync(file, '{"version":1,"bans":[{"ip":');
   proxy = await startProxy(root);
-  assert.match(proxy.output(), new RegExp(`"level":"error".*"file":"${file}".*"msg":"cannot read the saved bans: the proxy starts without them`));
+  assert.match(proxy.output(), new RegExp(`"level":"error".*"file":"${file}".*"msg":"cannot read the saved bans: the proxy starts without what could not be read`));
   assert.deepEqual(await bans(), []);
   assert.equal(await hit('auto', '192.0.2.30'), 200);
   assert.equal(await hit('other', '198.51.100.4'), 200);
   // The next change replaces the damaged file.
   assert.equal((await api(root, 'POST', '/bans', { body: { ip: '198.51.100.5', duration_secs: 600 } })).status, 201);
   assert.equal(JSON.parse(readFileSync(file, 'utf8')).bans[0].ip, '198.51.100.5');
+});
+
+test('a bans.json with one bad entry: the others hold, the log says only that entry was dropped, the file stays until a ban changes', async () => {
+  assert.equal(await proxy.stop('SIGTERM'), 0);
+  const file = join(dataDir(), 'bans.json');
+  const until = new Date(Date.now() + 3_600_000).toISOString();
+  const text = JSON.stringify({
+    version: 1,
+    bans: [
+      { ip: '198.51.100.6', site: 'other', reason: 'admin', since: new Date().toISOString(), until },
+      { ip: '198.51.100.7/32', site: 'other', reason: 'admin', since: new Date().toISOString(), until },
+    ],
+    strikes: [],
+  });
+  writeFileSync(file, text);
+  proxy = await startProxy(root);
+  assert.match(proxy.output(), /"problem":"1 of 2 entries are not a ban or a strike: they are dropped","msg":"cannot read the saved bans: the proxy starts without what could not be read/);
+  assert.ok(await banned('other', '198.51.100.6'));
+  // Past the flush interval, the file is still the one written by hand.
+  await new Promise((r) => setTimeout(r, 1500));
+  assert.equal(readFileSync(file, 'utf8'), text);
 });
