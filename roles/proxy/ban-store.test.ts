@@ -127,3 +127,28 @@ test('entries that are no ban or strike are dropped and reported; the others loa
   store.close();
   assert.equal(readFileSync(join(dir, BANS_FILE), 'utf8'), text, 'kept for a look until a ban changes');
 });
+
+test('a file with more entries than the table can spare is cut to the cap, admin bans and the longest first, and says so', () => {
+  const dir = dataDir();
+  mkdirSync(dir, { recursive: true });
+  const at = (h: number): string => new Date(Date.now() + h * HOUR).toISOString();
+  const since = new Date().toISOString();
+  writeFileSync(
+    join(dir, BANS_FILE),
+    JSON.stringify({
+      version: 1,
+      bans: [
+        { ip: '192.0.2.1', site: 'shop', reason: 'rate_limit', since, until: at(1) },
+        { ip: '192.0.2.2', site: 'shop', reason: 'rate_limit', since, until: at(3) },
+        { ip: '192.0.2.3', site: null, reason: 'admin', since, until: at(1) },
+        { ip: '192.0.2.4', site: 'shop', reason: 'rate_limit', since, until: at(2) },
+      ],
+      strikes: [{ ip: '192.0.2.1', site: 'shop', count: 1, until: at(25) }],
+    }),
+  );
+  const damaged: { file: string; problem: string }[] = [];
+  const store = openBanStore({ dataDir: dir, maxEntries: 2, onDamaged: (e) => damaged.push(e), onWriteError: (err) => assert.fail(String(err)) });
+  assert.deepEqual(damaged.map((d) => d.problem), ['3 entries beyond the 2 put back are dropped (admin bans and the longest kept first)']);
+  assert.deepEqual(store.list().map((b) => b.ip).sort(), ['192.0.2.2', '192.0.2.3']);
+  store.close();
+});

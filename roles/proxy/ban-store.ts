@@ -16,6 +16,8 @@ import { SITE_ID } from './site-ids.ts';
 import { keepStateFile } from './state-file.ts';
 
 export const BANS_FILE = 'bans.json';
+/** Saved bans and strikes put back at most: a quarter of the shared table's default slots. */
+export const MAX_RESTORED = 65_536;
 
 /** The main thread's list: it also loads from and writes to bans.json. */
 export interface BanStore extends BanList {
@@ -76,10 +78,11 @@ function strikeOf(raw: unknown): Strike | undefined {
 
 /**
  * Reads bans.json (runs once, at start): no file is no bans. A file that cannot be read or is not
- * the file's shape gives no bans; entries that are not a ban or a strike are left out. Either
- * goes to `onDamaged`, naming what was dropped.
+ * the file's shape gives no bans; entries that are not a ban or a strike, and those beyond
+ * `maxEntries` (a hand-made file), are left out. Any of these goes to `onDamaged`, naming what was
+ * dropped. What has ended is left out silently.
  */
-function readState(file: string, onDamaged: (problem: string) => void): BanState {
+function readState(file: string, maxEntries: number, onDamaged: (problem: string) => void): BanState {
   const none: BanState = { bans: [], strikes: [] };
   let parsed: Partial<FileShape>;
   try {
@@ -94,9 +97,25 @@ function readState(file: string, onDamaged: (problem: string) => void): BanState
   }
   const bans = parsed.bans.map(banOf);
   const strikes = parsed.strikes.map(strikeOf);
+  const problems: string[] = [];
   const dropped = [...bans, ...strikes].filter((x) => x === undefined).length;
-  if (dropped > 0) onDamaged(`${dropped} of ${bans.length + strikes.length} entries are not a ban or a strike: they are dropped`);
-  return { bans: bans.filter((b) => b !== undefined), strikes: strikes.filter((s) => s !== undefined) };
+  if (dropped > 0) problems.push(`${dropped} of ${bans.length + strikes.length} entries are not a ban or a strike: they are dropped`);
+  const now = Date.now();
+  const live = {
+    // Admin bans first, then those ending last: what a cap keeps.
+    bans: bans.filter((b): b is Ban => b !== undefined && b.until > now).sort((a, b) => Number(b.reason === 'admin') - Number(a.reason === 'admin') || b.until - a.until),
+    strikes: strikes.filter((x): x is Strike => x !== undefined && x.until > now),
+  };
+  const over = live.bans.length + live.strikes.length - maxEntries;
+  if (over > 0) {
+    // The table the workers share also holds every rate window and connection slot: filled with
+    // bans, it would refuse those counters and so switch the limits off.
+    problems.push(`${over} entries beyond the ${maxEntries} put back are dropped (admin bans and the longest kept first)`);
+    live.bans = live.bans.slice(0, maxEntries);
+    live.strikes = live.strikes.slice(0, maxEntries - live.bans.length);
+  }
+  if (problems.length > 0) onDamaged(problems.join('; '));
+  return live;
 }
 
 /**
@@ -109,12 +128,14 @@ export function openBanStore(opts: {
   /** The file is damaged or unreadable (`problem` says what was dropped); runs at most once, at open. */
   onDamaged: (e: { file: string; problem: string }) => void;
   onWriteError: (err: unknown) => void;
+  /** Tests: MAX_RESTORED. */
+  maxEntries?: number;
 }): BanStore {
   makeDirs(opts.dataDir, 0o700);
   const file = join(opts.dataDir, BANS_FILE);
   const table = opts.table ?? SharedTable.create();
   const list = createBanList(table);
-  list.restore(readState(file, (problem) => opts.onDamaged({ file, problem })));
+  list.restore(readState(file, opts.maxEntries ?? MAX_RESTORED, (problem) => opts.onDamaged({ file, problem })));
   // Putting the saved bans back changes nothing on disk: the file (a damaged one too, kept for a
   // look) is rewritten at the next ban change, not a second after the start.
   table.takeDirty('bans');
