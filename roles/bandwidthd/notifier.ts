@@ -171,6 +171,12 @@ export async function sendOnce(dest: Destination, body: string, timeoutMs: numbe
         }
       }
       if (after !== undefined) out.retryAfterMs = after;
+    } else if (res.status >= 300 && res.status < 400) {
+      // Not followed (that would send the payload and its credentials wherever the answer points)
+      // and not retried: the same URL answers the same way. The configured URL needs changing.
+      const location = res.headers['location'];
+      out.permanent = true;
+      out.error = `HTTP ${res.status}: the endpoint redirects${typeof location === 'string' ? ` to ${location.slice(0, 200)}` : ''}; put that URL in the config (redirects are not followed)`;
     } else if (res.status >= 400 && res.status < 500 && res.status !== 408) {
       out.permanent = true;
     }

@@ -10,6 +10,7 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { stringify } from 'yaml';
@@ -384,4 +385,16 @@ test('credentials with a malformed percent escape fail the delivery with a reaso
   assert.equal(res.ok, false);
   assert.equal(res.permanent, true);
   assert.match(res.error ?? '', /malformed percent escape/);
+});
+
+test('a redirect is not followed and not retried: the failure names where it points', async () => {
+  const moved = createServer((_req, res) => res.writeHead(301, { location: 'https://hooks.example.test/new' }).end());
+  await new Promise<void>((r) => moved.listen(0, '127.0.0.1', r));
+  open.push({ close: () => new Promise<void>((r) => moved.close(() => r())) });
+  const url = `http://127.0.0.1:${(moved.address() as { port: number }).port}/old`;
+  const dest = destinationsOf(configOf({ notifications: { generic: [{ name: 'g', enabled: true, url }] } }))[0]?.dest;
+  assert.ok(dest);
+  const res = await sendOnce(dest, '{}');
+  assert.deepEqual([res.ok, res.permanent, res.status], [false, true, 301]);
+  assert.equal(res.error, 'HTTP 301: the endpoint redirects to https://hooks.example.test/new; put that URL in the config (redirects are not followed)');
 });
