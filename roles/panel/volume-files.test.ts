@@ -432,6 +432,55 @@ test('as root, new files and folders belong to the volume owner; a rewrite keeps
   chownSync(volA, 0, 0);
 });
 
+test('race: a new folder swapped for a FIFO before its chown never hangs the operation', { skip: process.getuid?.() !== 0 && 'needs root' }, async () => {
+  resetVolume();
+  const { Worker } = await import('node:worker_threads');
+  const { closeSync, openSync, constants } = await import('node:fs');
+  const attempts = 2000;
+  const pool = path.join(base, 'fifos');
+  mkdirSync(pool);
+  execFileSync('mkfifo', Array.from({ length: attempts }, (_, k) => path.join(pool, `f${k}`)));
+  // The attacker: the server's own process, replacing each new folder rK with a FIFO at once.
+  const attacker = new Worker(`
+    const { workerData } = require('node:worker_threads');
+    const fs = require('node:fs');
+    const { vol, pool, n } = workerData;
+    for (let k = 0; k < n; k++) {
+      for (;;) {
+        try { fs.rmdirSync(vol + '/r' + k); break; } catch (e) { if (e.code !== 'ENOENT') break; }
+      }
+      try { fs.renameSync(pool + '/f' + k, vol + '/r' + k); } catch {}
+    }
+  `, { eval: true, workerData: { vol: volA, pool, n: attempts } });
+  attacker.on('error', (err) => assert.fail(err));
+  const f = files();
+  try {
+    for (let k = 0; k < attempts; k++) {
+      let timer: NodeJS.Timeout | undefined;
+      const outcome = await Promise.race([
+        f.createFolder(A, '/', `r${k}`).then(() => 'done', (err: unknown) => (isAppError(err) ? 'refused' : String(err))),
+        new Promise<string>((resolve) => (timer = setTimeout(resolve, 2000, 'hung'))),
+      ]);
+      clearTimeout(timer);
+      assert.ok(outcome === 'done' || outcome === 'refused', `createFolder r${k}: ${outcome}`);
+    }
+  } finally {
+    await attacker.terminate();
+    // A reader blocked on one of the FIFOs (the failure) returns once a writer opens it; with no
+    // reader the open fails (ENXIO), which is the expected case.
+    for (const name of readdirSync(volA)) {
+      const p = path.join(volA, name);
+      if (!lstatSync(p).isFIFO()) continue;
+      try {
+        closeSync(openSync(p, constants.O_WRONLY | constants.O_NONBLOCK));
+      } catch {
+        // no reader: nothing was blocked on it
+      }
+    }
+    rmSync(pool, { recursive: true, force: true });
+  }
+});
+
 test('absolute link targets: `..` inside them is walked, never normalized past the root', async () => {
   resetVolume();
   symlinkSync(`${volA}/../${B}/secret.txt`, path.join(volA, 'abs-dots-out'));

@@ -26,7 +26,7 @@
  *   507 ERR_NO_SPACE             disk full or quota exceeded
  */
 import { constants as fsc, type Stats } from 'node:fs';
-import { lstat, mkdir, open, readdir, readlink, realpath, rename as fsRename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
+import { lchown, lstat, mkdir, open, readdir, readlink, realpath, rename as fsRename, rmdir, unlink, type FileHandle } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { AppError } from '../../src/core/app-error.ts';
@@ -381,14 +381,11 @@ export function createVolumeFiles(opts: VolumeFilesOptions): VolumeFiles {
   }
 
   // New files and folders belong to the volume's owner (the container user), as Wings chowns them;
-  // only possible, and only needed, when the panel runs as root.
+  // only possible, and only needed, when the panel runs as root. lchown, not open + fchown: the
+  // server may swap the new folder for a FIFO, whose open would block a thread-pool thread for
+  // good; lchown opens nothing and never follows a link swapped in.
   async function chownAt(p: string, vol: Volume): Promise<void> {
-    const h = await open(p, fsc.O_RDONLY | fsc.O_NOFOLLOW);
-    try {
-      await h.chown(vol.rootStat.uid, vol.rootStat.gid);
-    } finally {
-      await h.close();
-    }
+    await lchown(p, vol.rootStat.uid, vol.rootStat.gid);
   }
 
   async function withWalk<T>(vol: Volume, segs: readonly string[], o: WalkOptions, fn: (w: Walked, shown: string) => Promise<T>): Promise<T> {

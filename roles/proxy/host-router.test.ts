@@ -4,7 +4,7 @@ import { createHostRouter, hostPort, normalizeHost, hostnameProblem, normalizeNa
 
 const site = (id: string, hostnames: string[], enabled = true) => ({ id, file: `${id}.yaml`, enabled, hostnames });
 
-test('normalizeHost: lower case, port and trailing dot stripped, IPv6 literals refused', () => {
+test('normalizeHost: lower case, port and trailing dot stripped, IPv6 literals and malformed names refused', () => {
   const cases: [string | undefined, string | undefined][] = [
     ['Shop.Example', 'shop.example'],
     ['shop.example:8080', 'shop.example'],
@@ -17,6 +17,15 @@ test('normalizeHost: lower case, port and trailing dot stripped, IPv6 literals r
     ['', undefined],
     [':80', undefined],
     [undefined, undefined],
+    ['evil.example/x.shop.example', undefined],
+    ['evil.example?.shop.example', undefined],
+    ['evil.example#.shop.example', undefined],
+    ['evil.example\\.shop.example', undefined],
+    ['evil.example@x.shop.example', undefined],
+    ['evil.example x.shop.example', undefined],
+    ['shop.example:1@evil.example', undefined],
+    ['shop.example:80x', undefined],
+    ['shop.example:', 'shop.example'],
   ];
   for (const [raw, want] of cases) assert.equal(normalizeHost(raw), want, String(raw));
   assert.equal(hostPort('a.example:8443'), 8443);
@@ -33,6 +42,7 @@ test('routing table: exact first, longest wildcard, bare domain not covered, dis
   assert.equal(route('www.example.com'), exact);
   assert.equal(route('shop.example.com'), wide);
   assert.equal(route('a.b.example.com'), wide);
+  assert.equal(route('evil.example/x.example.com'), undefined, 'a Host that is no name is not routed, even under a wildcard');
   assert.equal(route('x.eu.example.com'), deep);
   assert.equal(route('eu.example.com'), wide);
   assert.equal(route('example.com'), undefined);

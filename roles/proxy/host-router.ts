@@ -1,9 +1,9 @@
 /**
  * Hostname routing of spec/3 §2.7: exact names first, then the longest `*.suffix`; case-insensitive;
- * a port and a trailing dot are stripped; IPv6 literals are never routed. Two enabled sites
- * claiming one name: the first file in sorted order keeps it. Disabled sites claim nothing, but a
- * name only they list still finds them, so the caller can answer 503 instead of 421. Configured
- * names are checked by hostnameProblem when their file loads, so every name here can match.
+ * a port and a trailing dot are stripped; IPv6 literals and malformed names are never routed. Two
+ * enabled sites claiming one name: the first file in sorted order keeps it. Disabled sites claim
+ * nothing, but a name only they list still finds them, so the caller can answer 503 instead of 421.
+ * Configured names are checked by hostnameProblem when their file loads, so every name here can match.
  */
 import { domainToASCII } from 'node:url';
 
@@ -25,22 +25,27 @@ export interface RouteConflict {
 /** Looks up the site for a Host header or SNI name; undefined when nothing matches. */
 export type HostRouter<S extends RoutableSite> = (host: string | undefined) => S | undefined;
 
+// What a configured name can hold (hostnameProblem), and the digits of a port (RFC 9110 §7.2).
+const HOST_NAME = /^[a-z0-9_.-]+$/;
+const PORT = /^[0-9]*$/;
+
 /**
  * Normalizes a Host header or SNI name for lookup: lower case, port and trailing dot stripped.
- * Returns undefined for an IPv6 literal (bracketed or bare) or an empty name: those are not routed.
+ * Returns undefined for an IPv6 literal (bracketed or bare), an empty name, or anything that is no
+ * `name[:port]`: those are not routed. A wildcard site must not take `evil.example/x.shop.example`
+ * for one of its names: the origin would get that Host and the HTTPS redirect would point at it.
  */
 export function normalizeHost(raw: string | undefined): string | undefined {
   if (raw === undefined) return undefined;
   let host = raw.trim().toLowerCase();
-  if (host.startsWith('[')) return undefined;
   const colon = host.indexOf(':');
   if (colon !== -1) {
-    // A second colon means a bare IPv6 address, which no site can claim.
-    if (host.indexOf(':', colon + 1) !== -1) return undefined;
+    // A bare IPv6 address fails here too: its second colon is no port digit.
+    if (!PORT.test(host.slice(colon + 1))) return undefined;
     host = host.slice(0, colon);
   }
   if (host.endsWith('.')) host = host.slice(0, -1);
-  return host === '' ? undefined : host;
+  return HOST_NAME.test(host) ? host : undefined;
 }
 
 /** The port written in a Host header, or undefined when there is none. */
