@@ -94,6 +94,15 @@ test('a lock another process took over is not deleted by the old holder', () => 
   assert.equal(readFileSync(path, 'utf8').trim(), '1');
 });
 
+test('a pid file path that is a symlink is refused, and the file it points at is left alone', () => {
+  const target = join(dir, 'precious.txt');
+  writeFileSync(target, 'keep me\n');
+  const link = join(dir, 'planted.pid');
+  symlinkSync(target, link);
+  assert.throws(() => writePidFile(link), /ELOOP/);
+  assert.equal(readFileSync(target, 'utf8'), 'keep me\n');
+});
+
 test('pid file written and removed', () => {
   const path = join(dir, 'p', 'bw.pid');
   const remove = writePidFile(path);

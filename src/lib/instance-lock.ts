@@ -7,7 +7,7 @@
  * lock was written: after a reboot the pid is often some other program's, and a daemon that
  * trusted it would refuse to start until someone deleted the file.
  */
-import { closeSync, openSync, readFileSync, realpathSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants, openSync, readFileSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { makeDirs } from './make-dirs.ts';
 
@@ -144,7 +144,14 @@ export function acquireLock(path: string, what: string, pid: number = process.pi
 /** Writes the pid file (runs at start); returns a function that removes it at shutdown. */
 export function writePidFile(path: string, pid: number = process.pid): () => void {
   makeDirs(dirname(path));
-  writeFileSync(path, `${pid}\n`, { mode: 0o644 });
+  // O_NOFOLLOW: a link planted where the pid file goes (a pid_file in a shared directory) would
+  // have root's write land on the file it points at.
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);
+  try {
+    writeSync(fd, `${pid}\n`);
+  } finally {
+    closeSync(fd);
+  }
   return () => {
     if (readPid(path) === pid) {
       try {

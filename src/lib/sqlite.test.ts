@@ -58,6 +58,21 @@ describe('openDatabase', () => {
     }
   });
 
+  it('creates a new database file 0600, and its WAL too; an existing file keeps its mode', () => {
+    const file = dbPath();
+    const store = open(file);
+    try {
+      store.db.prepare("INSERT INTO items (name) VALUES ('x')").run();
+      assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+      assert.equal(fs.statSync(`${file}-wal`).mode & 0o777, 0o600);
+    } finally {
+      store.close();
+    }
+    fs.chmodSync(file, 0o640);
+    open(file).close();
+    assert.equal(fs.statSync(file).mode & 0o777, 0o640);
+  });
+
   it('applies migrations once, in order, and records them', () => {
     const file = dbPath();
     const first = open(file);

@@ -8,7 +8,7 @@
  * `sqlite3`) may read at the same time in WAL mode, and wait up to the busy timeout for the lock
  * otherwise.
  */
-import { statSync } from 'node:fs';
+import { closeSync, openSync, statSync } from 'node:fs';
 import * as path from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { errorMessage } from '../core/app-error.ts';
@@ -158,6 +158,21 @@ function openError(file: string, err: unknown): unknown {
   return new Error(`the database ${file} ${problem}`, { cause: err });
 }
 
+/**
+ * Creates a missing database file with mode 0600 before SQLite opens it (SQLite would make it
+ * 0644): the stores hold password and key hashes, counters and queued webhooks. SQLite gives its
+ * -wal and -shm files the database file's mode. An existing file keeps its mode. Runs before
+ * each open of a file path.
+ */
+function createPrivate(file: string): void {
+  try {
+    closeSync(openSync(file, 'wx', 0o600));
+  } catch {
+    // There already, or not creatable (a directory, a path through a file, no permission):
+    // SQLite's open then fails or succeeds as before, and openError names the problem.
+  }
+}
+
 export function openDatabase(opts: OpenDatabaseOptions): Database {
   const journal = opts.journal_mode ?? 'WAL';
   const sync = opts.synchronous ?? 'NORMAL';
@@ -172,7 +187,10 @@ export function openDatabase(opts: OpenDatabaseOptions): Database {
 
   let db: DatabaseSync;
   try {
-    if (opts.path !== ':memory:') makeDirs(path.dirname(path.resolve(opts.path)), 0o750);
+    if (opts.path !== ':memory:') {
+      makeDirs(path.dirname(path.resolve(opts.path)), 0o750);
+      createPrivate(opts.path);
+    }
     db = new DatabaseSync(opts.path);
   } catch (err) {
     throw openError(opts.path, err);
