@@ -13,7 +13,7 @@ import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { createApiServer, type ApiServer } from '../../src/lib/http-api.ts';
 import { canonicalIp } from '../../src/lib/ip-match.ts';
 import { loadConfigFile, type ConfigSpec } from '../../src/core/config-loader.ts';
-import type { Ban, BanList } from './ban-list.ts';
+import { MAX_ADMIN_BAN_SECS, type Ban, type BanList } from './ban-list.ts';
 import { roleAllows, type AdminAuth, type AdminRole } from './admin-auth.ts';
 import { globalFileOf, proxyGlobalSpec, siteSpecFor } from './config.ts';
 import { signatureOf } from './config-state.ts';
@@ -60,8 +60,6 @@ function neededRole(method: string, route: string | undefined): AdminRole {
   return method === 'GET' || method === 'HEAD' ? 'readonly' : 'operator';
 }
 
-// The longest ban the API accepts: a year; longer is a blacklist entry's job.
-const MAX_API_BAN_SECS = 365 * 24 * 3600;
 
 /**
  * The address of a ban request in the form the data plane resolves clients to (canonicalIp), so
@@ -262,8 +260,8 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           const body = req.body as { ip?: unknown; duration_secs?: unknown; site?: unknown } | null;
           const ip = banIp(body?.ip);
           const secs = body?.duration_secs;
-          if (typeof secs !== 'number' || !Number.isInteger(secs) || secs < 1 || secs > MAX_API_BAN_SECS) {
-            throw new AppError('ERR_BAD_REQUEST', `duration_secs must be an integer from 1 to ${MAX_API_BAN_SECS}`, { status: 400 });
+          if (typeof secs !== 'number' || !Number.isInteger(secs) || secs < 1 || secs > MAX_ADMIN_BAN_SECS) {
+            throw new AppError('ERR_BAD_REQUEST', `duration_secs must be an integer from 1 to ${MAX_ADMIN_BAN_SECS}`, { status: 400 });
           }
           const site = body?.site ?? null;
           // A site id as spec/3 §2.3 writes them: "" would be stored as the every-site ban, a NUL

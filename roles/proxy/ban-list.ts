@@ -12,6 +12,8 @@ import { wallNow } from './read-clock.ts';
 import type { Logger } from 'pino';
 
 export const MAX_BAN_SECS = 24 * 3600;
+/** The longest ban the admin API makes (and a saved ban keeps): a year; longer is a blacklist entry's job. */
+export const MAX_ADMIN_BAN_SECS = 365 * 24 * 3600;
 // How long a past ban still counts towards doubling.
 const STRIKE_MEMORY_MS = MAX_BAN_SECS * 1000;
 

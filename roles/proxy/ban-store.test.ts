@@ -152,3 +152,18 @@ test('a file with more entries than the table can spare is cut to the cap, admin
   assert.deepEqual(store.list().map((b) => b.ip).sort(), ['192.0.2.2', '192.0.2.3']);
   store.close();
 });
+
+test('hand-edited times out of reach are brought back: a ban from the future starts now, none lasts past a year', () => {
+  const dir = dataDir();
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    join(dir, BANS_FILE),
+    JSON.stringify({ version: 1, bans: [{ ip: '192.0.2.9', site: null, reason: 'admin', since: '+100000-01-01T00:00:00.000Z', until: '+275760-09-13T00:00:00.000Z' }], strikes: [] }),
+  );
+  const before = Date.now();
+  const store = open(dir);
+  const [ban] = store.list();
+  assert.ok(ban !== undefined && ban.since >= before && ban.since <= Date.now());
+  assert.ok(ban.until <= Date.now() + 365 * 24 * HOUR);
+  store.close();
+});

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalIp } from '../../src/lib/ip-match.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
-import { BAN_REASONS, createBanList, type Ban, type BanList, type BanState, type Strike } from './ban-list.ts';
+import { BAN_REASONS, createBanList, MAX_ADMIN_BAN_SECS, type Ban, type BanList, type BanState, type Strike } from './ban-list.ts';
 import { SharedTable } from './shared-table.ts';
 import { SITE_ID } from './site-ids.ts';
 import { keepStateFile } from './state-file.ts';
@@ -103,7 +103,12 @@ function readState(file: string, maxEntries: number, onDamaged: (problem: string
   const now = Date.now();
   const live = {
     // Admin bans first, then those ending last: what a cap keeps.
-    bans: bans.filter((b): b is Ban => b !== undefined && b.until > now).sort((a, b) => Number(b.reason === 'admin') - Number(a.reason === 'admin') || b.until - a.until),
+    // Times a hand edit put out of reach are brought back: a ban from the future starts now, and
+    // none outlasts the longest the API makes (Retry-After would otherwise count in millennia).
+    bans: bans
+      .filter((b): b is Ban => b !== undefined && b.until > now)
+      .map((b) => ({ ...b, since: Math.min(b.since, now), until: Math.min(b.until, now + MAX_ADMIN_BAN_SECS * 1000) }))
+      .sort((a, b) => Number(b.reason === 'admin') - Number(a.reason === 'admin') || b.until - a.until),
     strikes: strikes.filter((x): x is Strike => x !== undefined && x.until > now),
   };
   const over = live.bans.length + live.strikes.length - maxEntries;
