@@ -278,6 +278,10 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
         secured.delete<{ Params: { ip: string }; Querystring: { site?: string } }>('/bans/:ip', (req) => {
           const ip = banIp(req.params.ip);
           const site = req.query.site;
+          // Sent twice it arrives as a list, which names no site: said, not answered as "no ban".
+          if (site !== undefined && (typeof site !== 'string' || (site !== '' && !SITE_ID.test(site)))) {
+            throw new AppError('ERR_BAD_REQUEST', 'site must be one site id ([A-Za-z0-9._-]{1,64}), or empty for the every-site ban', { status: 400 });
+          }
           const removed = bans.remove(ip, site === undefined ? undefined : site === '' ? null : site);
           if (removed === 0) throw new AppError('ERR_NOT_FOUND', `no active ban for ${ip}`, { status: 404 });
           logger.info({ by: req.adminToken?.name, ip, site: site ?? null, removed }, 'ban lifted through the admin API');

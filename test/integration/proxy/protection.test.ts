@@ -199,6 +199,10 @@ test('admin API: ban list CRUD, validation and roles', async () => {
   assert.equal(list.status, 200);
   assert.ok(list.body.data.bans.some((b: { ip: string; remaining_secs: number }) => b.ip === '2001:db8::99' && b.remaining_secs > 100));
   assert.equal((await api(root, 'DELETE', '/bans/2001:db8::99', { token: READONLY_TOKEN })).status, 403);
+  for (const query of ['?site=conn&site=other', '?site=no%20site']) {
+    const twice = await api(root, 'DELETE', `/bans/2001:db8::99${query}`);
+    assert.deepEqual([twice.status, twice.body.meta.code], [400, 'ERR_BAD_REQUEST'], `${query} is a bad request, not "no ban"`);
+  }
   const del = await api(root, 'DELETE', '/bans/2001:db8::99');
   assert.equal(del.status, 200);
   assert.equal(del.body.data.removed, 1);
