@@ -87,7 +87,7 @@ async function main(): Promise<void> {
   let outputLost = false;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code === 'EPIPE') return;
-    process.stderr.write(`error: cannot write the output: ${err.message}\n`);
+    process.stderr.write(`error: cannot write the output: ${err.message} (what the command changed stays changed; a password or token shown only once is lost: set or reset a new one)\n`);
     outputLost = true;
     process.exitCode = EXIT_FAILURE;
   });
