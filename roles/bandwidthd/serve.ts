@@ -13,7 +13,7 @@ import { hostVethOf, readCounters } from '../../src/lib/veth.ts';
 import { createLocalApi } from './api.ts';
 import { loadBandwidthdConfig } from './config.ts';
 import { createDaemon } from './daemon.ts';
-import { acquireLock, writePidFile } from '../../src/lib/instance-lock.ts';
+import { acquireLock, logTakeover, writePidFile } from '../../src/lib/instance-lock.ts';
 import { createNotifier } from './notifier.ts';
 import { createReloader } from './reload.ts';
 import { openBandwidthdStore } from './store.ts';
@@ -27,7 +27,7 @@ export async function serveBandwidthd(configPath: string): Promise<void> {
   const lock = acquireLock(config.general.lock_file, 'bandwidth daemon');
   const logger = createLogger({ name: 'bandwidth', ...config.logging, redactKeys: ['webhook_url', 'url', 'headers'] });
   for (const w of warnings) logger.warn(`${configPath}: ${w}`);
-  if (lock.takenOver !== undefined) logger.warn({ lock: config.general.lock_file, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+  logTakeover(lock, logger);
   const shutdown = createShutdown({ logger });
   shutdown.add('lock', () => lock.release());
   try {

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals } from '../../src/core/shutdown.ts';
 import { errorMessage } from '../../src/core/app-error.ts';
-import { acquireLock, lockPathFor } from '../../src/lib/instance-lock.ts';
+import { acquireLock, lockPathFor, logTakeover } from '../../src/lib/instance-lock.ts';
 import { claimSocketPath, restrictSocket } from '../../src/lib/local-socket.ts';
 import { createTrafficControl } from '../../src/lib/tc.ts';
 import { createAgent } from './agent.ts';
@@ -28,10 +28,9 @@ export async function serveNodeAgent(configPath: string): Promise<void> {
     // One agent per store: a second one on the same database would keep its own limits and
     // counters and write them over the first one's.
     if (config.database.path !== ':memory:') {
-      const lockFile = lockPathFor(config.database.path);
-      const lock = acquireLock(lockFile, 'bandwidth-node');
+      const lock = acquireLock(lockPathFor(config.database.path), 'bandwidth-node');
       shutdown.add('lock', () => lock.release());
-      if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+      logTakeover(lock, logger);
     }
     const token = readFileSync(config.panel.token_file, 'utf8').trim();
     const store = openAgentStore(config.database);

@@ -16,7 +16,7 @@ import { openPanelStore, type PanelStore } from './store/store.ts';
 import type { RunningAddon } from './addons/addon.ts';
 import { ADDONS } from './addons/index.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
-import { acquireLock, lockPathFor, type InstanceLock } from '../../src/lib/instance-lock.ts';
+import { acquireLock, lockPathFor, logTakeover, type InstanceLock } from '../../src/lib/instance-lock.ts';
 import { accessSync, chownSync, constants, existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { DATABASE_FILE } from './store/store.ts';
@@ -89,9 +89,8 @@ export async function openPanel(configPath: string, opts: { quiet?: boolean; ser
   let lock: InstanceLock | undefined;
   if (opts.serve === true) {
     // Two panels on one database would both run the purge, the health snapshots and the bulk queue.
-    const lockFile = lockPathFor(dbFile);
-    lock = acquireLock(lockFile, 'panel');
-    if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+    lock = acquireLock(lockPathFor(dbFile), 'panel');
+    logTakeover(lock, logger);
     try {
       checkAccess([dbFile, `${dbFile}-wal`, `${dbFile}-shm`].map((path) => ({ path, mode: constants.R_OK | constants.W_OK })).concat([{ path: keyFile, mode: constants.R_OK }]));
     } catch (err) {

@@ -11,7 +11,7 @@ import { createLogger, type AppLogger } from '../../src/core/logger.ts';
 import { createShutdown, exitOnSignals, type Shutdown } from '../../src/core/shutdown.ts';
 import { parseListen } from '../../src/core/config-checks.ts';
 import { loadConfigFile } from '../../src/core/config-loader.ts';
-import { acquireLock, lockPathFor, type InstanceLock } from '../../src/lib/instance-lock.ts';
+import { acquireLock, lockPathFor, logTakeover, type InstanceLock } from '../../src/lib/instance-lock.ts';
 import { makeDirs } from '../../src/lib/make-dirs.ts';
 import { globalFileOf, proxyGlobalSpec } from './config.ts';
 import { createAdminApi } from './admin-api.ts';
@@ -120,9 +120,8 @@ export async function serveProxy(rootArg: string): Promise<void> {
  */
 function lockDataDir(dataDir: string, logger: AppLogger): InstanceLock {
   makeDirs(dataDir, 0o700);
-  const lockFile = lockPathFor(join(dataDir, 'osproxy'));
-  const lock = acquireLock(lockFile, 'osproxy');
-  if (lock.takenOver !== undefined) logger.warn({ lock: lockFile, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
+  const lock = acquireLock(lockPathFor(join(dataDir, 'osproxy')), 'osproxy');
+  logTakeover(lock, logger);
   return lock;
 }
 

@@ -9,6 +9,7 @@
  */
 import { closeSync, constants, openSync, readFileSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import type { Logger } from 'pino';
 import { makeDirs } from './make-dirs.ts';
 
 /** Whether a process with this pid exists (EPERM means it exists but belongs to someone else). */
@@ -89,8 +90,15 @@ function readPid(path: string): number | undefined {
 export interface InstanceLock {
   /** Removes the lock file if it still holds our pid; idempotent. */
   release(): void;
-  /** The pid of an earlier holder that did not stop cleanly, whose lock this one took over (for the log). */
-  takenOver: number | undefined;
+  /** The lock file. */
+  readonly path: string;
+  /** The pid of an earlier holder that did not stop cleanly, whose lock this one took over (see logTakeover). */
+  readonly takenOver: number | undefined;
+}
+
+/** Says in the daemon's log, once at start, that `lock` was taken over from a run that crashed; nothing for a free lock. */
+export function logTakeover(lock: InstanceLock, logger: Pick<Logger, 'warn'>): void {
+  if (lock.takenOver !== undefined) logger.warn({ lock: lock.path, previous_pid: lock.takenOver }, 'took over the lock of an earlier run that did not stop cleanly');
 }
 
 /**
@@ -110,6 +118,7 @@ export function acquireLock(path: string, what: string, pid: number = process.pi
       }
       let released = false;
       return {
+        path,
         takenOver,
         release() {
           if (released) return;
