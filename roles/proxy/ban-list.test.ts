@@ -82,3 +82,49 @@ test('the rate limiter bans at ban_after_violations and logs that ban only', () 
   check(ctx);
   assert.deepEqual(lines, ['client banned by the rate limiter']);
 });
+
+test('a rate-limit ban starts the count of the banned IP afresh, on that site only', () => {
+  const bans = createBanList();
+  const counters = createRateCounters();
+  const config = { enabled: true, per_ip: { requests: 2, window_secs: 3600 }, per_site: { requests: 1000, window_secs: 3600 }, action: 'block' as const, ban_after_violations: 2, ban_duration_secs: 1 };
+  const limiter = (siteId: string): ((ctx: RequestContext) => { kind: string; status?: number }) =>
+    createRateLimit({ siteId, config, challengeMode: 'off', counters, bans }) as (ctx: RequestContext) => { kind: string; status?: number };
+  const shop = limiter('shop');
+  const blog = limiter('blog');
+  const ip = { clientIp: '198.51.100.5' } as RequestContext;
+  const statuses = (check: (ctx: RequestContext) => { kind: string; status?: number }, n: number): (number | string)[] =>
+    Array.from({ length: n }, () => check(ip).status ?? 'allow');
+  assert.deepEqual(statuses(blog, 2), ['allow', 'allow']);
+  assert.deepEqual(statuses(shop, 4), ['allow', 'allow', 429, 403]);
+  assert.equal(bans.active('shop', ip.clientIp)?.reason, 'rate_limit');
+  // The window that counted the flood is gone: a ban shorter than the window ends into a fresh
+  // count instead of a doubled ban at the first request.
+  assert.deepEqual(statuses(shop, 3), ['allow', 'allow', 429]);
+  assert.equal(blog(ip).status, 429, 'the other site keeps its count');
+});
+
+test('lifting a ban forgets the strikes of its scope: the next ban starts at the base length again', () => {
+  const bans = createBanList();
+  const now = Date.now();
+  const length = (b: Ban | undefined): number => ((b as Ban).until - (b as Ban).since) / 1000;
+  const ip = '192.0.2.40';
+  assert.equal(length(bans.banOffender('shop', ip, 60, now)), 60);
+  assert.equal(length(bans.banOffender('blog', ip, 60, now)), 60);
+  // Lifting another site's ban, or the every-site ban alone, leaves the shop strike.
+  assert.equal(bans.remove(ip, 'blog'), 1);
+  bans.add(ip, null, 60, 'admin', now);
+  assert.equal(bans.remove(ip, null), 1);
+  assert.equal(bans.remove(ip, 'shop'), 1);
+  assert.equal(length(bans.banOffender('shop', ip, 60, now)), 60, 'the lifted shop ban took its strike with it');
+  assert.equal(length(bans.banOffender('blog', ip, 60, now)), 60, 'the lifted blog ban took its strike with it');
+  // Without a site: every ban of the IP and every strike.
+  assert.equal(length(bans.banOffender('shop', ip, 60, now + 70_000)), 120);
+  assert.equal(bans.remove(ip), 2);
+  assert.deepEqual(bans.state().strikes, []);
+  assert.equal(length(bans.banOffender('shop', ip, 60, now)), 60);
+  // No ban to lift, nothing forgotten: the answer says nothing changed.
+  const other = '192.0.2.41';
+  bans.banOffender('shop', other, 1, now - 10_000);
+  assert.equal(bans.remove(other), 0);
+  assert.equal(bans.state().strikes.filter((s) => s.ip === other).length, 1);
+});

@@ -57,7 +57,10 @@ export interface BanList {
    * the ban, or undefined when the shared table is full and the ban was not made.
    */
   add(ip: string, site: string | null, durationSecs: number, reason: Ban['reason'], now?: number): Ban | undefined;
-  /** Removes the IP's bans (on one site when `site` is given); returns how many went. */
+  /**
+   * Removes the IP's bans (on one site when `site` is given; null: the every-site ban) and, when
+   * any went, the IP's strikes in the same scope; returns how many bans went.
+   */
   remove(ip: string, site?: string | null): number;
   /** Active bans, oldest first. */
   list(now?: number): Ban[];
@@ -177,16 +180,26 @@ export function createBanList(table: SharedTable = SharedTable.create(), logger?
     },
     remove(ip, site) {
       const now = Date.now();
+      const inScope = (k: string): boolean => {
+        const entry = split(k);
+        return entry.ip === ip && (site === undefined || entry.site === site);
+      };
       return locked(() => {
         let n = 0;
         table.scan(BAN, now, (k, at) => {
-          const ban = decode(k.slice(BAN.length), at);
-          if (ban.ip === ip && (site === undefined || ban.site === site)) {
+          if (inScope(k.slice(BAN.length))) {
             table.remove(at);
             n++;
           }
         });
-        if (n > 0) table.markDirty('bans');
+        if (n === 0) return 0;
+        // A lift forgives: without its strikes, the next ban of the address starts at the base
+        // length instead of doubling an offence the operator pardoned. Strikes are per site, so
+        // lifting the every-site ban alone (site null) leaves them.
+        table.scan(STRIKE, now, (k, at) => {
+          if (inScope(k.slice(STRIKE.length))) table.remove(at);
+        });
+        table.markDirty('bans');
         return n;
       });
     },

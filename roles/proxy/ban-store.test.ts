@@ -167,3 +167,20 @@ test('hand-edited times out of reach are brought back: a ban from the future sta
   assert.ok(ban.until <= Date.now() + 365 * 24 * HOUR);
   store.close();
 });
+
+test('a lift through the store forgets the strikes on disk too, before it returns', () => {
+  const dir = dataDir();
+  const a = open(dir);
+  assert.ok(a.banOffender('shop', '192.0.2.7', 600));
+  a.flush();
+  const saved = (): { bans: { ip: string }[]; strikes: { ip: string }[] } => JSON.parse(readFileSync(join(dir, BANS_FILE), 'utf8'));
+  assert.deepEqual(saved().strikes.map((s) => s.ip), ['192.0.2.7']);
+  assert.equal(a.remove('192.0.2.7', 'shop'), 1);
+  assert.deepEqual(saved(), { version: 1, bans: [], strikes: [] });
+  a.close();
+  // After a restart the address is still forgiven: its next ban is not doubled.
+  const b = open(dir);
+  const next = b.banOffender('shop', '192.0.2.7', 600);
+  assert.equal(next && next.until - next.since, 600_000);
+  b.close();
+});

@@ -36,6 +36,8 @@ export interface RateCounters {
   /** The counters' lock: one for every count() of a request. */
   lock(): void;
   unlock(): void;
+  /** Drops the window counted under `prefix` + `id` (takes the lock itself), so the next count starts a new one. */
+  forget(prefix: string, id: string, now: number): void;
 }
 
 /** Creates the counters in `table` (shared by every worker); runs once per thread at start. */
@@ -65,6 +67,12 @@ export function createRateCounters(table: SharedTable = SharedTable.create()): R
       v[at + 4] = over;
       return { count, over, retryAfter };
     },
+    forget(prefix, id, now) {
+      table.lock();
+      const at = table.find(prefix, now, false, id);
+      if (at !== -1) table.remove(at);
+      table.unlock();
+    },
   };
 }
 
@@ -80,9 +88,10 @@ export interface RateLimitConfig {
 /**
  * The site's rate_limit check, or undefined when disabled. Per IP first, then per site. Per IP,
  * action block: the first request over the limit in a window gets 429, later ones 403; every one
- * is a violation, and the `ban_after_violations`-th bans the IP on the site. Per site: always 429
- * (a site-wide surge is not one client's fault) and never a violation. Action challenge: the
- * challenge verdict when challenge.mode is on or auto, else 429. Every refusal has Retry-After.
+ * is a violation, and the `ban_after_violations`-th bans the IP on the site and drops its window.
+ * Per site: always 429 (a site-wide surge is not one client's fault) and never a violation.
+ * Action challenge: the challenge verdict when challenge.mode is on or auto, else 429. Every
+ * refusal has Retry-After.
  */
 export function createRateLimit(opts: {
   siteId: string;
@@ -114,7 +123,12 @@ export function createRateLimit(opts: {
     if (site === undefined) {
       // Once banned, the IP's requests stop at the ban check: this runs only for the violation
       // that bans, and for requests of other workers already past that check at the moment.
-      if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations) bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs);
+      if (config.ban_after_violations > 0 && ip.over >= config.ban_after_violations && bans.banOffender(siteId, ctx.clientIp, config.ban_duration_secs) !== undefined) {
+        // The ban starts the offender's count afresh (as fail2ban forgets an address's failures
+        // when it bans it): a ban shorter than the window would otherwise end into a window that
+        // still counts the flood, and the first request after it would ban again, doubled.
+        counters.forget(ipPrefix, ctx.clientIp, now);
+      }
       return refuse(config.action === 'block' && ip.over > 1 ? 403 : 429, RATE_RULES.perIp, ip.retryAfter);
     }
     if (site.over > 0) return refuse(429, RATE_RULES.perSite, site.retryAfter);

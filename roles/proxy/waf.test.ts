@@ -5,6 +5,8 @@ import type { ProxySiteConfig } from '../../src/contracts/types.ts';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
+import { checkBody, CODING_RULE, decodeBody } from './body-inspect.ts';
 import { HeaderTarget, loadProxyFiles, patternProblem } from './config.ts';
 import type { RequestContext } from './request-context.ts';
 import type { Verdict } from './verdict.ts';
@@ -149,6 +151,62 @@ test('body phase: text-like types only, form decoding, families and body rules, 
   assert.equal(sent.toString(), "café+crème=1'+or+'1'='1");
   assert.equal(ruleOf(body.check(form, Buffer.from('note=caf%C3%A9+cr%C3%A8me+br%C3%BBl%C3%A9e'))), null);
   assert.equal(ruleOf(body.check(form, Buffer.from(`pad=${'x'.repeat(100)}&user=admin' or '1'='1`))), null, 'only the first body_inspect_bytes are read');
+});
+
+test('coded bodies: decoded for the check, at most body_inspect_bytes of output, refused when unreadable', () => {
+  const text = Buffer.from("user=admin%27+or+%271%27%3D%271&note=hello");
+  for (const [coding, coded] of [
+    ['gzip', gzipSync(text)],
+    ['X-Gzip', gzipSync(text)],
+    ['deflate', deflateSync(text)],
+    ['br', brotliCompressSync(text)],
+    ['gzip, br', brotliCompressSync(gzipSync(text))],
+    ['identity, gzip', gzipSync(text)],
+    ['identity', text],
+  ] as const) {
+    assert.deepEqual(decodeBody(coded, coding, 1000), text, coding);
+  }
+  // Only the start of a body is read: a cut stream decodes as far as it goes.
+  const long = Buffer.from('a'.repeat(5000) + 'b'.repeat(5000));
+  const cut = decodeBody(gzipSync(long).subarray(0, 30), 'gzip', 100_000) as Buffer;
+  assert.ok(cut.length > 0 && long.subarray(0, cut.length).equals(cut));
+  // A zip bomb yields the cap and no more, as fast as an ordinary body; the output of the input
+  // byte that crosses the cap is left out (a deflate byte decodes to at most 1,032 bytes).
+  const bomb = Buffer.concat([Buffer.from('<script>'), Buffer.alloc(50_000_000, 'a')]);
+  const [gzBomb, brBomb] = [gzipSync(bomb), brotliCompressSync(bomb)];
+  const big = Buffer.from(Array.from({ length: 20_000 }, (_, i) => `word${i} `).join(''));
+  const [dfBig, brBig] = [deflateSync(big), brotliCompressSync(big)];
+  let t = performance.now();
+  const out = decodeBody(gzBomb, 'gzip', 4096) as Buffer;
+  assert.ok(performance.now() - t < 100, `gzip bomb: ${performance.now() - t} ms`);
+  assert.ok(out.length > 4096 - 1032 && out.length <= 4096, `gzip bomb: ${out.length}`);
+  assert.ok(bomb.subarray(0, out.length).equals(out));
+  assert.ok(big.subarray(0, 4000).equals((decodeBody(dfBig, 'deflate', 4096) as Buffer).subarray(0, 4000)), 'an ordinary body past the cap');
+  // br decodes its whole window before its first byte comes out, so what decodes past the cap is
+  // refused after one decode instead of searched.
+  t = performance.now();
+  assert.equal(decodeBody(brBomb, 'br', 4096), undefined);
+  assert.equal(decodeBody(brBig, 'br', 4096), undefined);
+  assert.ok(performance.now() - t < 200, `br: ${performance.now() - t} ms`);
+  // Unknown, corrupt, raw deflate (not the zlib format RFC 9110 names), or nested three deep.
+  for (const [coding, coded] of [
+    ['compress', text],
+    ['zstd', text],
+    ['gzip', Buffer.from('not gzip at all')],
+    ['br', Buffer.from('not brotli at all')],
+    ['deflate', deflateRawSync(text)],
+    ['gzip, gzip, gzip', gzipSync(gzipSync(gzipSync(text)))],
+  ] as const) {
+    assert.equal(decodeBody(coded, coding, 1000), undefined, coding);
+  }
+  const body = createWafBodyCheck(protection({ sqli: true }));
+  assert.ok(body);
+  const post = (headers: Record<string, string>): RequestContext => ({ ...ctxOf('/login', { 'content-type': 'application/x-www-form-urlencoded', ...headers }, 'POST'), bytesIn: 0 }) as RequestContext;
+  const prefix = (b: Buffer): { chunks: Buffer[]; bytes: number; ended: boolean } => ({ chunks: [b], bytes: b.length, ended: true });
+  assert.equal(ruleOf(checkBody(post({ 'content-encoding': 'gzip' }), body, prefix(gzipSync(text))).verdict), 'sqli');
+  const refused = checkBody(post({ 'content-encoding': 'gzip' }), body, prefix(Buffer.from('garbage')));
+  assert.deepEqual([(refused.verdict as { status: number }).status, ruleOf(refused.verdict)], [400, CODING_RULE]);
+  assert.equal(ruleOf(checkBody(post({}), body, prefix(Buffer.from('note=hello'))).verdict), null);
 });
 
 test('built-in families stay fast on large adversarial inputs (no catastrophic backtracking)', () => {

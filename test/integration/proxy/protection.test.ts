@@ -122,8 +122,12 @@ test('rate limit per IP: 429 then 403 with Retry-After, a ban at ban_after_viola
   assert.equal(ban.reason, 'rate_limit');
   assert.equal(Date.parse(ban.until) - Date.parse(ban.since), 1000);
   assert.equal((await hit('rate', '192.0.2.11')).status, 200, 'other clients pass');
-  // Once it expires, the next violation (same window) bans again, twice as long.
-  await until('the ban to expire', async () => (await hit('rate', ip)).status !== 403 || (await lastRule('rate')) !== 'ban', 5000);
+  // The ban (1 s) is shorter than the window (a day) that caused it, and it started the count
+  // afresh: once it expires the client has its 5 requests again, not a doubled ban at once.
+  await until('the ban to expire', async () => !(await api(root, 'GET', '/bans')).body.data.bans.some((b: { ip: string }) => b.ip === ip), 5000);
+  for (let i = 0; i < 5; i++) assert.equal((await hit('rate', ip)).status, 200, `request ${i + 1} after the ban`);
+  assert.deepEqual([(await hit('rate', ip)).status, (await hit('rate', ip)).status, (await hit('rate', ip)).status], [429, 403, 403]);
+  // The third violation of the new count bans again, twice as long (the strike is remembered).
   const again = ((await api(root, 'GET', '/bans')).body.data.bans as { ip: string; since: string; until: string }[]).find((b) => b.ip === ip);
   assert.ok(again, 'banned again');
   assert.equal(Date.parse(again.until) - Date.parse(again.since), 2000);
@@ -131,6 +135,22 @@ test('rate limit per IP: 429 then 403 with Retry-After, a ban at ban_after_viola
   await until('both bans logged', () => (proxy.output().match(/"client_ip":"192\.0\.2\.10".*client banned by the rate limiter/g) ?? []).length === 2);
   assert.match(proxy.output(), /"level":"warn".*"site":"rate","client_ip":"192\.0\.2\.10","duration_secs":1,"offence":1,.*"msg":"client banned by the rate limiter"/);
   assert.match(proxy.output(), /"site":"rate","client_ip":"192\.0\.2\.10","duration_secs":2,"offence":2,/);
+});
+
+test('DELETE /bans/{ip} forgives: the next ban of the address is not doubled', async () => {
+  const ip = '192.0.2.12';
+  const flood = async (): Promise<{ since: string; until: string }> => {
+    for (let i = 0; i < 5; i++) assert.equal((await hit('rate', ip)).status, 200);
+    for (let i = 0; i < 3; i++) await hit('rate', ip);
+    const ban = ((await api(root, 'GET', '/bans')).body.data.bans as { ip: string; since: string; until: string }[]).find((b) => b.ip === ip);
+    assert.ok(ban, 'banned at the third violation');
+    return ban;
+  };
+  await flood();
+  const lifted = await api(root, 'DELETE', `/bans/${ip}?site=rate`);
+  assert.deepEqual([lifted.status, lifted.body.data.removed], [200, 1]);
+  const ban = await flood();
+  assert.equal(Date.parse(ban.until) - Date.parse(ban.since), 1000, 'the base ban_duration_secs, not twice it');
 });
 
 test('rate limit per site: 429 with Retry-After whatever the client', async () => {

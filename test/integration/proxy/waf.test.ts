@@ -9,6 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
@@ -191,10 +192,11 @@ test('each family can be switched off; inspect_body off leaves bodies alone', as
  * default: it arrives with the head), in pieces after the head (`pieces`), or chunked; resolves
  * with status and what the origin answered.
  */
-function post(siteId: string, body: Buffer, opts: { send?: 'whole' | 'pieces' | 'chunked'; type?: string } = {}): Promise<Reply> {
+function post(siteId: string, body: Buffer, opts: { send?: 'whole' | 'pieces' | 'chunked'; type?: string; encoding?: string } = {}): Promise<Reply> {
   const send = opts.send ?? 'whole';
   return new Promise((resolve, reject) => {
     const headers = withBrowserHeaders({ host: `${siteId}.test`, 'content-type': opts.type ?? 'text/plain', 'x-forwarded-for': nextIp() });
+    if (opts.encoding !== undefined) headers['content-encoding'] = opts.encoding;
     if (send !== 'chunked') headers['content-length'] = String(body.length);
     const req = httpRequest({ host: '127.0.0.1', port: root.httpPort, path: '/upload', method: 'POST', headers, agent: false });
     req.on('response', (res) => {
@@ -253,6 +255,100 @@ test('body inspection reads body_inspect_bytes, then forwards the whole body int
   // max_body_bytes still cuts a chunked body that the WAF buffered the start of.
   assert.equal((await post('small', Buffer.alloc(300_000, 'a'), { send: 'chunked' })).status, 413);
   assert.equal(await lastRule('small'), 'request.body_len');
+});
+
+test('a chunked body over max_body_bytes is 413 even when its start matches the WAF, as with a Content-Length', async () => {
+  const body = Buffer.concat([Buffer.from('note=<script>alert(1)</script>'), Buffer.alloc(300_000, 'a')]);
+  for (const send of ['whole', 'chunked'] as const) {
+    const r = await post('small', body, { send });
+    assert.equal(r.status, 413, send);
+    assert.equal(await lastRule('small'), 'request.body_len', send);
+  }
+  // Within max_body_bytes the WAF answers, after the rest of the body was read.
+  assert.equal((await post('small', body.subarray(0, 150_000), { send: 'chunked' })).status, 403);
+  assert.equal(await lastRule('small'), 'xss');
+});
+
+/** The sha256 of `b`, as the echo origin reports what it received. */
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+test('coded bodies are inspected decoded (gzip, x-gzip, deflate, br, nested) and reach the origin as sent', async () => {
+  const attack = Buffer.from("email=x%27+or+%271%27%3D%271&note=hello");
+  const benign = Buffer.from(JSON.stringify({ name: "O'Brien", note: 'hello '.repeat(50) }));
+  const codings: [string, (b: Buffer) => Buffer][] = [
+    ['gzip', (b) => gzipSync(b)],
+    ['x-gzip', (b) => gzipSync(b)],
+    ['deflate', (b) => deflateSync(b)],
+    ['br', (b) => brotliCompressSync(b)],
+    ['gzip, br', (b) => brotliCompressSync(gzipSync(b))],
+    ['identity', (b) => b],
+  ];
+  for (const [encoding, encode] of codings) {
+    for (const send of ['whole', 'chunked'] as const) {
+      assert.equal((await post('waf', encode(attack), { send, encoding, type: 'application/x-www-form-urlencoded' })).status, 403, `${encoding} ${send}`);
+      assert.equal(await lastRule('waf'), 'sqli', `${encoding} ${send}`);
+      const coded = encode(benign);
+      const r = await post('waf', coded, { send, encoding, type: 'application/json' });
+      assert.equal(r.status, 200, `benign ${encoding} ${send}`);
+      const seen = JSON.parse(r.text) as { bodySha256: string; headers: Record<string, string> };
+      assert.equal(seen.bodySha256, sha(coded), `the origin gets the coded bytes, ${encoding} ${send}`);
+      assert.equal(seen.headers['content-encoding'], encoding);
+    }
+  }
+});
+
+test('a transfer coding besides chunked is taken off for the WAF too', async () => {
+  // node's client cannot send `Transfer-Encoding: gzip, chunked`: one chunk by hand.
+  const send = (body: Buffer): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const s = connect(root.httpPort, '127.0.0.1', () => {
+        s.write(`POST /login HTTP/1.1\r\nHost: waf.test\r\nUser-Agent: ${BROWSER_HEADERS['user-agent']}\r\nAccept: */*\r\nAccept-Language: en\r\nAccept-Encoding: gzip\r\n`);
+        s.write(`X-Forwarded-For: ${nextIp()}\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n`);
+        s.write(`${body.length.toString(16)}\r\n`);
+        s.write(body);
+        s.end('\r\n0\r\n\r\n');
+      });
+      let out = '';
+      s.on('data', (d: Buffer) => (out += d.toString('latin1')));
+      s.on('end', () => resolve(out.slice(0, out.indexOf('\r\n'))));
+      s.on('error', reject);
+    });
+  assert.equal(await send(gzipSync("email=x%27+or+%271%27%3D%271")), 'HTTP/1.1 403 Forbidden');
+  assert.equal(await lastRule('waf'), 'sqli');
+  assert.equal(await send(Buffer.from('not gzip at all')), 'HTTP/1.1 400 Bad Request');
+  assert.equal(await lastRule('waf'), 'request.content_encoding');
+});
+
+test('a zip bomb costs the WAF body_inspect_bytes of decoding: a payload in front is found, the rest goes on', async () => {
+  const bomb = (head: string): Buffer => gzipSync(Buffer.concat([Buffer.from(head), Buffer.alloc(20_000_000, 'a')]));
+  const t = performance.now();
+  assert.equal((await post('small', bomb('note=<script>alert(1)</script>'), { encoding: 'gzip' })).status, 403);
+  assert.equal(await lastRule('small'), 'xss');
+  const coded = bomb('note=');
+  const r = await post('small', coded, { encoding: 'gzip' });
+  assert.equal(r.status, 200);
+  assert.equal((JSON.parse(r.text) as { bodySha256: string }).bodySha256, sha(coded));
+  assert.ok(performance.now() - t < 5_000, `${performance.now() - t} ms`);
+});
+
+test('a coded body the WAF cannot read is refused with 400, only where the WAF reads the body', async () => {
+  const attack = Buffer.from("email=x%27+or+%271%27%3D%271");
+  const refused: [string, Buffer][] = [
+    ['gzip', Buffer.from('not gzip at all')],
+    ['br', Buffer.from('not brotli at all')],
+    ['compress', attack],
+    ['gzip, gzip, gzip', gzipSync(gzipSync(gzipSync(attack)))],
+  ];
+  for (const [encoding, body] of refused) {
+    for (const send of ['whole', 'chunked'] as const) {
+      assert.equal((await post('waf', body, { send, encoding, type: 'application/x-www-form-urlencoded' })).status, 400, `${encoding} ${send}`);
+      assert.equal(await lastRule('waf'), 'request.content_encoding', `${encoding} ${send}`);
+    }
+  }
+  // A body that is not inspected is the origin's to decode: inspect_body off, or a binary type.
+  const garbage = Buffer.from('not gzip at all');
+  assert.equal((await post('nobody', garbage, { encoding: 'gzip', type: 'application/x-www-form-urlencoded' })).status, 200);
+  assert.equal((await post('waf', garbage, { encoding: 'gzip', type: 'application/octet-stream' })).status, 200);
 });
 
 test('a client that leaves while its body is being inspected is a 499 and frees everything', async () => {
