@@ -319,6 +319,19 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     return res;
   }
 
+  /**
+   * Runs `then` once no answer to an earlier request is under way on `socket`. Node's server hands
+   * an upgrade or a CONNECT over as soon as it is parsed, also when it was pipelined behind a
+   * request whose answer is still being written there; answers go out in order (and a second
+   * response on the socket would throw, taking the worker down). Nothing runs when the earlier
+   * answer closed the connection.
+   */
+  function afterEarlierAnswers(socket: Duplex, then: () => void): void {
+    const earlier = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (earlier) earlier.once('finish', () => afterEarlierAnswers(socket, then));
+    else if (socket.writable) then();
+  }
+
   function upgrade(scheme: Scheme, req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const ctx = begin(scheme, req, rawResponse(req, socket));
     if (!ctx) return;
@@ -348,11 +361,11 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       },
     upgradeHandler: (scheme) =>
       function onUpgrade(req, socket, head) {
-        upgrade(scheme, req, socket, head);
+        afterEarlierAnswers(socket, () => upgrade(scheme, req, socket, head));
       },
     connectHandler: (scheme) =>
       function onConnect(req, socket) {
-        connect(scheme, req, socket);
+        afterEarlierAnswers(socket, () => connect(scheme, req, socket));
       },
     sniCallback(servername, cb) {
       const site = current().route(servername);

@@ -17,6 +17,7 @@ import type { RateShaper } from './rate-shaper.ts';
 import { onRequestDone, type ProxyRequest, type ProxyResponse, type RequestContext } from './request-context.ts';
 import { REQUEST_RULES } from './request-limits.ts';
 import { sendStatus } from './responses.ts';
+import { transferCodings } from './hop-headers.ts';
 import { wallNow } from './read-clock.ts';
 
 /** Rule ids of this phase (telemetry). */
@@ -57,14 +58,17 @@ export function errorCode(err: unknown): string {
  */
 function originBody(req: ProxyRequest, maxBodyBytes: number, prefix: BodyPrefix | undefined): OriginBody | null {
   const declared = req.headers['content-length'];
-  const chunked = req.headers['transfer-encoding'] !== undefined;
+  const te = req.headers['transfer-encoding'];
+  const chunked = te !== undefined;
   if (declared === undefined && !chunked) return null;
   const length = chunked ? undefined : Number(declared);
   const whole = prefix === undefined ? req.bufferedBody : undefined;
   if (whole !== undefined) return { chunks: [whole], rest: null, length, max: Infinity };
   const rest = prefix?.ended || length === 0 ? null : req;
-  // Content-Length bodies were checked against max_body_bytes already.
-  return { chunks: prefix?.chunks ?? [], rest, length, max: chunked ? maxBodyBytes : Infinity };
+  // Content-Length bodies were checked against max_body_bytes already. Node's parser took the
+  // chunked coding off a chunked one (the last coding, or the request was a 400); the body keeps
+  // any other (a gzip-coded upload), and the origin is told so.
+  return { chunks: prefix?.chunks ?? [], rest, length, max: chunked ? maxBodyBytes : Infinity, codings: chunked ? transferCodings(te).others : undefined };
 }
 
 /** The PROXY protocol endpoints of a request: the resolved client and the listener it reached. */
@@ -121,6 +125,17 @@ class ForwardHandler implements OriginHandler {
     if (hsts !== undefined) {
       for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'strict-transport-security') out.splice(i, 2);
       out.push('strict-transport-security', hsts);
+    }
+    // Node's server chunks a body only under a Transfer-Encoding that ends in chunked (the own
+    // server adds its own chunked line): the codings a body keeps (ResponseHead.lines) get it for
+    // an HTTP/1.1 client. An HTTP/1.0 client knows no chunked: it reads the body up to the close
+    // (which node would not make for one that asked for keep-alive and sent `TE: chunked`).
+    if (!res.writeLines) {
+      for (let i = 0; i < out.length; i += 2) {
+        if (out[i] !== 'transfer-encoding') continue;
+        if (this.ctx.req.httpVersion === '1.1') out[i + 1] = `${out[i + 1] as string}, chunked`;
+        else out.push('connection', 'close');
+      }
     }
     res.writeHead(head.status, out);
   }

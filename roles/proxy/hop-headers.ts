@@ -15,6 +15,23 @@ export const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'http2-settings',
 ]);
 
+/**
+ * A Transfer-Encoding value (RFC 9112 §6.1) as a proxy relays it: whether chunked is its last
+ * coding (the framing, taken off on receipt and applied anew when sent on), and the codings the
+ * body keeps besides that (`gzip`), joined as sent, or undefined when there are none. `identity`
+ * (RFC 2616's "no coding", no longer registered) labels nothing and is left out.
+ */
+export function transferCodings(value: string): { chunked: boolean; others: string | undefined } {
+  const codings = value
+    .split(',')
+    .map((c) => c.trim())
+    .filter((c) => c !== '');
+  const chunked = codings.at(-1)?.toLowerCase() === 'chunked';
+  if (chunked) codings.pop();
+  const others = codings.filter((c) => c.toLowerCase() !== 'identity');
+  return { chunked, others: others.length > 0 ? others.join(', ') : undefined };
+}
+
 /** The header names a Connection header lists (lower case), besides the fixed set. */
 export function connectionListed(value: string | string[] | undefined): Set<string> | undefined {
   if (value === undefined) return undefined;

@@ -70,8 +70,24 @@ test('origin response heads: hop-by-hop and Connection-listed headers consumed, 
   const chunked = parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 9', false);
   assert.deepEqual(chunked.framing, { kind: 'chunked' });
   assert.equal(chunked.reusable, false, 'Transfer-Encoding with Content-Length: never reused');
-  assert.equal(chunked.lines, '');
+  // The body stays gzip-coded: its label stays, less the chunked the writer applies anew.
+  assert.equal(chunked.lines, 'transfer-encoding: gzip\r\n');
   assert.equal(chunked.hasLength, false);
+  const coded = parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: br ,, chunked', false);
+  assert.deepEqual([coded.framing, coded.lines], [{ kind: 'chunked' }, 'transfer-encoding: gzip, br\r\n']);
+  // identity (RFC 2616's "no coding") labels nothing.
+  assert.equal(parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: identity, chunked', false).lines, '');
+  const closeDelimited = parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip', false);
+  assert.deepEqual([closeDelimited.framing, closeDelimited.lines], [{ kind: 'close' }, 'transfer-encoding: gzip\r\n']);
+  // No body, no transfer coding to label.
+  assert.equal(parseResponseHead('HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked', true).lines, '');
+  // RFC 9110 §8.6: no Content-Length in a 1xx or 204; a 304 or a HEAD answer keeps the one it has.
+  for (const status of ['204 No Content', '100 Continue', '103 Early Hints']) {
+    const r = parseResponseHead(`HTTP/1.1 ${status}\r\nContent-Length: 0\r\nX-A: 1`, false);
+    assert.deepEqual([r.lines, r.hasLength], ['X-A: 1\r\n', false], status);
+  }
+  const notModified = parseResponseHead('HTTP/1.1 304 Not Modified\r\nContent-Length: 42', false);
+  assert.deepEqual([notModified.lines, notModified.hasLength], ['Content-Length: 42\r\n', true]);
   assert.deepEqual(parseResponseHead('HTTP/1.1 200 OK', false).framing, { kind: 'close' });
   assert.equal(parseResponseHead('HTTP/1.0 200 OK\r\nContent-Length: 1', false).reusable, false);
   const head = parseResponseHead('HTTP/1.1 200 OK\r\nContent-Length: 42', true);
@@ -120,6 +136,8 @@ test('the byte scan of origin heads answers as the text parser does, or leaves t
     'HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nConnection: close',
     'HTTP/1.1 200 OK\r\nContent-Length: 1234567890123456',
     'HTTP/1.1 200 OK\r\n X-Folded: 1',
+    'HTTP/1.1 204 No Content\r\nContent-Length: 0',
+    'HTTP/1.1 103 Early Hints\r\nContent-Length: 0',
   ];
   const scanned = (head: string, bodyless: boolean): ResponseHead | null => scanResponseHead(Buffer.from(`${head}\r\n\r\nBODY`, 'latin1'), bodyless);
   const parsed = (head: string, bodyless: boolean): ResponseHead | Error => {

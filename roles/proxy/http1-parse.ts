@@ -7,7 +7,7 @@
  * its full strictness and error answers. The response parser is for origins: it accepts what
  * origins send and refuses (throws) what a proxy must not pass on.
  */
-import { HOP_BY_HOP, connectionListed } from './hop-headers.ts';
+import { HOP_BY_HOP, connectionListed, transferCodings } from './hop-headers.ts';
 
 /** RFC 9110 token characters (header names, methods), by character code (any byte's). */
 const TOKEN_CHARS = new Uint8Array(256);
@@ -268,7 +268,9 @@ export interface ResponseHead {
   /**
    * The end-to-end header lines as the origin sent them, each with its CRLF: hop-by-hop headers
    * and those the Connection header lists describe the origin connection and are consumed here,
-   * and so is a Content-Length that Transfer-Encoding overrides (or that repeats). Passed on as
+   * and so is a Content-Length that Transfer-Encoding overrides (or that repeats, or that a 1xx
+   * or 204 must not carry). A body's transfer codings other than chunked stay as a
+   * `transfer-encoding` line, which the writer completes with its own chunked. Passed on as
    * they are, they cost no parsing into values and no writing back (headerList() has them as a
    * list for the writers that need one).
    */
@@ -290,6 +292,11 @@ export interface ResponseHead {
 /** A response with this status has no body, whatever its head says (1xx, 204, 304: RFC 9112 §6.3). */
 export function statusHasNoBody(status: number): boolean {
   return status < 200 || status === 204 || status === 304;
+}
+
+/** A response with this status must not carry a Content-Length (1xx, 204: RFC 9110 §8.6). */
+function statusForbidsLength(status: number): boolean {
+  return status < 200 || status === 204;
 }
 
 /** An origin answer a proxy cannot pass on (the client gets a 502). */
@@ -323,8 +330,8 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
   let length: string | undefined;
   let lengthLine = -1;
   let lengthEnd = -1;
-  let chunked = false;
-  let encoded = false;
+  // The Transfer-Encoding values, joined.
+  let codings: string | undefined;
   let hasDate = false;
   let hasHsts = false;
   let connection: string | undefined;
@@ -345,10 +352,11 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
         } else dropped.push(start, eol + 2);
         continue;
       }
-      case Role.Encoding:
-        encoded = true;
-        chunked = trimmed(head, colon + 1, eol).toLowerCase().split(',').at(-1)?.trim() === 'chunked';
+      case Role.Encoding: {
+        const value = trimmed(head, colon + 1, eol);
+        codings = codings === undefined ? value : `${codings}, ${value}`;
         break;
+      }
       case Role.Connection: {
         const value = trimmed(head, colon + 1, eol);
         connection = connection === undefined ? value : `${connection},${value}`;
@@ -367,9 +375,13 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     }
     dropped.push(start, eol + 2);
   }
-  // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3): the length is not passed on. A
-  // HEAD answer's or a 304's length describes the body the client did not ask for: it is kept.
-  if (encoded && lengthLine !== -1) {
+  const encoded = codings !== undefined;
+  const { chunked, others } = transferCodings(codings ?? '');
+  // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3): the length is not passed on, nor
+  // in a 1xx or 204, where RFC 9110 §8.6 forbids it. A HEAD answer's or a 304's length describes
+  // the body the client did not ask for: it is kept.
+  const lengthKept = lengthLine !== -1 && !encoded && !statusForbidsLength(status);
+  if (lengthLine !== -1 && !lengthKept) {
     dropped.push(lengthLine, lengthEnd);
     sorted = false;
   }
@@ -398,6 +410,7 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     // A line can be left out for two reasons (hop-by-hop and listed): once.
     dropped = spans.filter((span, i) => i === 0 || span[0] !== (spans[i - 1] as [number, number])[0]).flat();
   }
+  let lines = keptLines(head, first + 2, dropped);
   let framing: ResponseHead['framing'];
   let reusable = keepAlive;
   if (bodyless || statusHasNoBody(status)) framing = { kind: 'length', length: 0 };
@@ -405,12 +418,15 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     // A Transfer-Encoding connection is not reused.
     framing = chunked ? { kind: 'chunked' } : { kind: 'close' };
     reusable = chunked && length === undefined && keepAlive;
+    // The body reaches the client still coded (gzip, say): those codings stay on its label, and
+    // the client side applies chunked itself (the own server adds its own chunked line).
+    if (others !== undefined) lines += `transfer-encoding: ${others}\r\n`;
   } else if (length !== undefined) framing = { kind: 'length', length: Number(length) };
   else {
     framing = { kind: 'close' };
     reusable = false;
   }
-  return { status, lines: keptLines(head, first + 2, dropped), hasLength: length !== undefined && !encoded, hasDate, hasHsts, framing, reusable, size: head.length + 4 };
+  return { status, lines, hasLength: lengthKept, hasDate, hasHsts, framing, reusable, size: head.length + 4 };
 }
 
 /** The header names scanResponseHead() acts on, lower case, by length: each with its role. */
@@ -541,8 +557,11 @@ export function scanResponseHead(buf: Buffer, bodyless: boolean): ResponseHead |
   const keepAlive = connection === 0 ? minor === 1 : connection === 1;
   let framing: ResponseHead['framing'];
   let reusable = keepAlive;
-  if (bodyless || statusHasNoBody(status)) framing = { kind: 'length', length: 0 };
-  else if (length !== -1) framing = { kind: 'length', length };
+  if (bodyless || statusHasNoBody(status)) {
+    // A length a 1xx or 204 must not carry is the text parser's to drop.
+    if (length !== -1 && statusForbidsLength(status)) return null;
+    framing = { kind: 'length', length: 0 };
+  } else if (length !== -1) framing = { kind: 'length', length };
   else {
     framing = { kind: 'close' };
     reusable = false;

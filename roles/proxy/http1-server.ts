@@ -549,8 +549,17 @@ class Http1Connection implements Expiring {
     CLIENT_DEADLINES.delete(this);
     this.server.connections.delete(this);
     socket.pause();
-    if (this.buf) socket.unshift(own(this.buf));
+    const bytes = this.buf && own(this.buf);
     this.buf = null;
+    if (this.peerEnded) {
+      // The client's end was read already (it half-closed after pipelining this request): a stream
+      // that has ended takes no bytes back, so node's server hears the bytes and the end directly.
+      this.server.fallback.emit('connection', socket);
+      if (bytes) socket.emit('data', bytes);
+      socket.emit('end');
+      return;
+    }
+    if (bytes) socket.unshift(bytes);
     this.server.fallback.emit('connection', socket);
     socket.resume();
   }
@@ -588,6 +597,12 @@ class Http1ServerImpl implements Http1Server {
     this.onRequest = opts.onRequest;
     this.fallback = opts.fallback;
     this.maxHeaderSize = opts.maxHeaderSize;
+    // Node's server times out a slow head (headersTimeout, 60 s as here) only on connections it
+    // tracks, and starts tracking when it listens, which the fallback never does: without this a
+    // connection handed to it could trickle its next head forever. Its requestTimeout (a whole
+    // request within 5 minutes) stays off: the own server bounds no upload's total time either.
+    opts.fallback.requestTimeout = 0;
+    opts.fallback.emit('listening');
   }
 
   accept(socket: Socket): void {

@@ -78,6 +78,8 @@ export interface OriginBody {
   rest: BodyStream | null;
   /** The Content-Length sent; undefined sends the body chunked. */
   length: number | undefined;
+  /** Of a chunked body: the transfer codings it has besides chunked (`gzip`), named before it. */
+  codings?: string;
   /** More bytes than this fail the request with BODY_TOO_LARGE (bodies of unknown length). */
   max: number;
 }
@@ -465,7 +467,7 @@ export class OriginPool {
    */
   request(method: string, path: string, headLines: string, body: OriginBody | null, handler: OriginHandler): Exchange {
     let head = `${method} ${path} HTTP/1.1\r\n${headLines}`;
-    if (body) head += body.length === undefined ? 'transfer-encoding: chunked\r\n' : `content-length: ${body.length}\r\n`;
+    if (body) head += body.length !== undefined ? `content-length: ${body.length}\r\n` : `transfer-encoding: ${body.codings === undefined ? '' : `${body.codings}, `}chunked\r\n`;
     if (this.target.keepAliveMs === 0) head += 'connection: close\r\n';
     const exchange = new OriginExchange(this, method, `${head}\r\n`, body, handler);
     this.active++;

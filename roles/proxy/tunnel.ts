@@ -13,7 +13,8 @@ import type { Duplex } from 'node:stream';
 import { timerDelay } from '../../src/lib/units.ts';
 import type { CompiledSite } from './compiled-site.ts';
 import { ORIGIN_RULES, endpointsOf, errorCode, originFailed } from './forward.ts';
-import { stripResponseHopHeaders } from './hop-headers.ts';
+import { stripResponseHopHeaders, transferCodings } from './hop-headers.ts';
+import { statusHasNoBody } from './http1-parse.ts';
 import { ORIGIN_ERRORS } from './origin-client.ts';
 import { proxyProtocolHeader } from './proxy-protocol.ts';
 import type { RateShaper } from './rate-shaper.ts';
@@ -111,10 +112,17 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
     clearTimeout(timer);
     client.off('close', onClientGone);
     origin.recordSuccess();
+    const status = ores.statusCode ?? 502;
     const out = { ...ores.headers };
     stripResponseHopHeaders(out);
+    // As for forwarded answers (http1-parse.ts): a 204 carries no Content-Length (RFC 9110 §8.6),
+    // and a body still coded (gzip) keeps its label, chunked anew by node's server.
+    const te = ores.headers['transfer-encoding'];
+    const codings = te === undefined ? undefined : transferCodings(te).others;
+    if (status === 204) delete out['content-length'];
+    else if (codings !== undefined && !statusHasNoBody(status)) out['transfer-encoding'] = `${codings}, chunked`;
     if (ctx.scheme === 'https' && site.hsts !== undefined) out['strict-transport-security'] = site.hsts;
-    res.writeHead(ores.statusCode ?? 502, out as Record<string, string | string[]>);
+    res.writeHead(status, out as Record<string, string | string[]>);
     ores.on('data', (d: Buffer) => {
       ctx.bytesOut += d.length;
       if (!res.write(d)) {
@@ -135,7 +143,11 @@ export function openTunnel(ctx: RequestContext, site: CompiledSite, client: Dupl
       return;
     }
     let answer = `HTTP/1.1 101 ${ores.statusMessage || 'Switching Protocols'}\r\n`;
-    for (let i = 0; i < ores.rawHeaders.length; i += 2) answer += `${ores.rawHeaders[i]}: ${ores.rawHeaders[i + 1]}\r\n`;
+    for (let i = 0; i < ores.rawHeaders.length; i += 2) {
+      // A 1xx has no body to frame: RFC 9110 §8.6 forbids its Content-Length.
+      const name = (ores.rawHeaders[i] as string).toLowerCase();
+      if (name !== 'content-length' && name !== 'transfer-encoding') answer += `${ores.rawHeaders[i]}: ${ores.rawHeaders[i + 1]}\r\n`;
+    }
     answer += '\r\n';
     client.write(answer);
     hooks.onOpen(requestHeadBytes(req), Buffer.byteLength(answer));

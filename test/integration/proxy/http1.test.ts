@@ -8,6 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { Daemon } from '../hostkit-process.ts';
@@ -23,6 +24,8 @@ let bigAnswers = 0;
 /** The body of /big?n=N: N, then padding to 8 KiB (the proxy writes head and body at once). */
 const bigBody = (n: string): string => `n=${n};`.padEnd(8192, '.');
 const HOST = 'raw.test';
+/** What /gzipped answers, gzip-coded as a transfer coding. */
+const GZIPPED = 'a body the origin sent gzip-coded';
 
 /** Decodes a whole chunked body at the start of `buf`: the body and the bytes after it, or undefined. */
 function dechunk(buf: Buffer): { body: Buffer; used: number } | undefined {
@@ -47,7 +50,7 @@ function takeRequest(buf: Buffer): { head: string; body: Buffer; rest: Buffer } 
   const end = buf.indexOf('\r\n\r\n');
   if (end === -1) return undefined;
   const head = buf.toString('latin1', 0, end);
-  if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+  if (/\r\ntransfer-encoding:[^\r]*chunked/i.test(head)) {
     const d = dechunk(buf.subarray(end + 4));
     return d && { head, body: d.body, rest: buf.subarray(end + 4 + d.used) };
   }
@@ -59,7 +62,12 @@ function takeRequest(buf: Buffer): { head: string; body: Buffer; rest: Buffer } 
 /** Answers written as they are, by path. */
 const CANNED: Readonly<Record<string, string>> = {
   '/early': 'HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
-  '/nocontent': 'HTTP/1.1 204 No Content\r\nX-Empty: 1\r\n\r\n',
+  // A Content-Length a 204 must not carry (RFC 9110 §8.6), and one a 304 may.
+  '/nocontent': 'HTTP/1.1 204 No Content\r\nContent-Length: 0\r\nX-Empty: 1\r\n\r\n',
+  '/not-modified': 'HTTP/1.1 304 Not Modified\r\nContent-Length: 42\r\nETag: "x"\r\n\r\n',
+  // Answers to WebSocket upgrades: accepted with a length a 1xx must not carry, refused gzip-coded.
+  '/ws-length': 'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n',
+  '/ws-gzipped': 'HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n',
   '/hop': 'HTTP/1.1 200 OK\r\nConnection: x-private, keep-alive\r\nKeep-Alive: timeout=5\r\nX-Private: secret\r\nX-Kept: yes\r\nContent-Length: 2\r\n\r\nok',
   // Two different lengths: an answer a proxy must not pass on.
   '/bad': 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok',
@@ -86,6 +94,11 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
       state.dropNext = true;
       socket.write('HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst');
       return;
+    case '/gzipped': {
+      const gz = gzipSync(GZIPPED);
+      socket.write(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${gz.length.toString(16)}\r\n`), gz, Buffer.from('\r\n0\r\n\r\n')]));
+      return;
+    }
     case '/hang':
       // Never answers: the proxy's read timeout decides.
       return;
@@ -171,7 +184,7 @@ function responses(text: string, bodiless: boolean[] = []): { status: number; he
     if (end === -1) return out;
     const head = rest.toString('latin1', 0, end);
     const status = Number(head.split(' ')[1]);
-    const chunked = /\r\ntransfer-encoding: *chunked/i.test(head);
+    const chunked = /\r\ntransfer-encoding:[^\r]*chunked/i.test(head);
     let body: Buffer;
     if (chunked && !bodiless[out.length]) {
       const d = dechunk(rest.subarray(end + 4));
@@ -180,7 +193,7 @@ function responses(text: string, bodiless: boolean[] = []): { status: number; he
       rest = rest.subarray(end + 4 + d.used);
     } else {
       const length = /\r\ncontent-length: *(\d+)/i.exec(head);
-      const n = bodiless[out.length] || status === 204 || !length ? 0 : Number(length[1]);
+      const n = bodiless[out.length] || status === 204 || status === 304 || !length ? 0 : Number(length[1]);
       if (rest.length < end + 4 + n) return out;
       body = rest.subarray(end + 4, end + 4 + n);
       rest = rest.subarray(end + 4 + n);
@@ -215,6 +228,66 @@ test('origin framings: chunked (extensions, trailers) and close-delimited bodies
   assert.doesNotMatch(text, /103 Early/);
   assert.equal(empty?.status, 204);
   assert.match(empty?.head ?? '', /x-empty: 1/i);
+});
+
+test('transfer codings besides chunked keep their label both ways; a 204 carries no Content-Length, a 304 keeps its own', async () => {
+  // The transfer codings of a head, all its Transfer-Encoding lines together.
+  const codings = (head: string): string[] => [...head.matchAll(/\r\ntransfer-encoding:([^\r]*)/gi)].flatMap((m) => (m[1] as string).split(',').map((c) => c.trim()));
+  // The own server's answers, then node's (a chunked upload hands the connection to it).
+  const toNode = `POST /echo HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`;
+  for (const first of ['', toNode]) {
+    const skip = first === '' ? 0 : 1;
+    const text = await exchange(first + get('/gzipped') + get('/nocontent') + get('/not-modified'), (t) => responses(t).length >= skip + 3);
+    const [gz, empty, notModified] = responses(text).slice(skip);
+    assert.deepEqual(codings(gz?.head ?? ''), ['gzip', 'chunked'], gz?.head);
+    assert.equal(gunzipSync(Buffer.from(gz?.body ?? '', 'latin1')).toString(), GZIPPED);
+    assert.equal(empty?.status, 204);
+    assert.doesNotMatch(empty?.head ?? '', /content-length|transfer-encoding/i);
+    assert.match(notModified?.head ?? '', /\r\ncontent-length: 42\r\n/i);
+  }
+  // HTTP/1.0 knows no chunked: the coded body comes up to the close, even to a client that asked for keep-alive.
+  const old = await new Promise<Buffer>((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1', () => socket.write(`GET /gzipped HTTP/1.0\r\nHost: ${HOST}\r\nConnection: keep-alive\r\nTE: chunked\r\n\r\n`));
+    const got: Buffer[] = [];
+    socket.on('data', (d: Buffer) => got.push(d));
+    socket.on('close', () => resolve(Buffer.concat(got)));
+    socket.on('error', reject);
+    socket.setTimeout(3000, () => reject(new Error('the connection stayed open')));
+  });
+  const end = old.indexOf('\r\n\r\n');
+  assert.deepEqual(codings(old.toString('latin1', 0, end)), ['gzip']);
+  assert.equal(gunzipSync(old.subarray(end + 4)).toString(), GZIPPED);
+  const body = gzipSync('an upload, gzip-coded');
+  const upload = Buffer.concat([Buffer.from(`POST /echo HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')]);
+  const [r] = responses(await exchange(upload, (t) => responses(t).length >= 1));
+  const seen = JSON.parse(r?.body ?? '{}') as { head: string; sha: string };
+  assert.deepEqual(codings(seen.head), ['gzip', 'chunked'], seen.head);
+  assert.equal(seen.sha, createHash('sha256').update(body).digest('hex'));
+});
+
+test('answers to WebSocket upgrades: a 101 or 204 carries no Content-Length, a refusal keeps its transfer codings', async () => {
+  const upgrade = (path: string): string => get(path, 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n');
+  const switched = await exchange(upgrade('/ws-length'), (t) => t.includes('\r\n\r\n'));
+  assert.match(switched, /^HTTP\/1\.1 101 /);
+  assert.doesNotMatch(switched, /content-length/i);
+  const [empty] = responses(await exchange(upgrade('/nocontent'), (t) => responses(t).length >= 1));
+  assert.equal(empty?.status, 204);
+  assert.doesNotMatch(empty?.head ?? '', /content-length/i);
+  const [refused] = responses(await exchange(upgrade('/ws-gzipped'), (t) => responses(t).length >= 1));
+  assert.equal(refused?.status, 400);
+  assert.match(refused?.head ?? '', /\r\ntransfer-encoding: gzip, chunked\r\n/i);
+  assert.equal(refused?.body, 'hello');
+});
+
+test('an upgrade or CONNECT pipelined behind a request still being answered waits its turn, and the worker lives on', async () => {
+  const upload = `POST /echo?first HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n`;
+  const upgrade = get('/ws-length', 'Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n');
+  for (const [then, status] of [[`CONNECT ${HOST}:443 HTTP/1.1\r\nHost: ${HOST}:443\r\n\r\n`, 405], [upgrade, 101]] as const) {
+    const [first, second] = responses(await exchange(upload + then, (t) => responses(t).length >= 2));
+    assert.match(JSON.parse(first?.body ?? '{}').head, /^POST \/echo\?first /);
+    assert.equal(second?.status, status);
+  }
+  assert.equal(responses(await exchange(get('/echo?alive'), (t) => responses(t).length >= 1))[0]?.status, 200);
 });
 
 test('hop-by-hop and Connection-listed response headers are consumed; end-to-end ones kept', async () => {
@@ -350,7 +423,7 @@ test('a client that half-closes after its requests still gets every answer, then
   assert.equal(b?.body, 'hello world');
 });
 
-test('a half-closing client of a request handed to node (HTTP/1.0, chunked upload) still gets its answer', async () => {
+test('a half-closing client of a request handed to node (HTTP/1.0, chunked upload, Expect) still gets its answer, also pipelined after a plain request', async () => {
   const halfClosed = (bytes: string): Promise<string> =>
     new Promise((resolve, reject) => {
       const socket = connect(root.httpPort, '127.0.0.1', () => socket.end(bytes));
@@ -359,10 +432,19 @@ test('a half-closing client of a request handed to node (HTTP/1.0, chunked uploa
       socket.on('close', () => resolve(got));
       socket.on('error', reject);
     });
-  const [old] = responses(await halfClosed(`GET /echo?v10 HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`));
-  assert.match(JSON.parse(old?.body ?? '{}').head, /^GET \/echo\?v10 /);
-  const [upload] = responses(await halfClosed(`POST /echo?up HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`));
-  assert.equal(JSON.parse(upload?.body ?? '{}').length, 3);
+  // After a plain request the client's end is read while the own server still answers it: the
+  // hand-off to node comes after the end.
+  for (const first of ['', get('/echo?first')]) {
+    const answers = async (bytes: string): Promise<{ head: string; length: number }> => {
+      // A 100 Continue comes before the answer to the Expect request.
+      const all = responses(await halfClosed(first + bytes)).filter((r) => r.status >= 200);
+      assert.equal(all.length, first === '' ? 1 : 2, `answers to ${JSON.stringify(first + bytes)}`);
+      return JSON.parse(all.at(-1)?.body ?? '{}');
+    };
+    assert.match((await answers(`GET /echo?v10 HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`)).head, /^GET \/echo\?v10 /);
+    assert.equal((await answers(`POST /echo?up HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`)).length, 3);
+    assert.equal((await answers(`POST /echo?expect HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok`)).length, 2);
+  }
 });
 
 test('a head sent a byte at a time is served (incrementally parsed, not rescanned)', async () => {
