@@ -1,6 +1,7 @@
 /**
  * The API error envelope of errors that are not the request's fault: a database another process
- * keeps locked past the busy timeout is a 503 the client may retry, anything unknown a 500.
+ * keeps locked past the busy timeout is a 503 the client may retry, anything unknown a 500. The
+ * shapes of included relations, as Pterodactyl's Fractal serializer writes them.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -8,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { test } from 'node:test';
-import { apiErrors } from './api-format.ts';
+import { apiErrors, relationship } from './api-format.ts';
 
 test('a write refused because another process holds the database lock is a 503 saying so', () => {
   const dir = mkdtempSync(join(tmpdir(), 'hk-api-format-'));
@@ -33,4 +34,17 @@ test('a write refused because another process holds the database lock is a 503 s
     writer.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('an included relation is a list, an item, or a null_resource when the record is missing', () => {
+  assert.deepEqual(relationship({ object: 'allocation', list: [{ id: 1 }, { id: 2 }] }), {
+    object: 'list',
+    data: [
+      { object: 'allocation', attributes: { id: 1 } },
+      { object: 'allocation', attributes: { id: 2 } },
+    ],
+  });
+  assert.deepEqual(relationship({ object: 'allocation', list: [] }), { object: 'list', data: [] });
+  assert.deepEqual(relationship({ object: 'node', one: { id: 3 } }), { object: 'node', attributes: { id: 3 } });
+  assert.deepEqual(relationship({ object: 'server', one: undefined }), { object: 'null_resource', attributes: null });
 });

@@ -7,6 +7,7 @@
 import { isAppError } from '../../../src/core/app-error.ts';
 import { busyMessage, isDatabaseBusy } from '../../../src/lib/sqlite.ts';
 import type { Page } from '../store/repository.ts';
+import type { Related } from '../services/relations.ts';
 import { problemsOf } from '../services/validation.ts';
 
 export interface ApiItem {
@@ -38,6 +39,16 @@ export function list<T>(object: string, page: Page<T>, attributes: (row: T) => R
 /** An unpaginated list (a server's subusers, a directory listing). */
 export function plainList<T>(object: string, rows: readonly T[], attributes: (row: T) => Record<string, unknown>): Record<string, unknown> {
   return { object: 'list', data: rows.map((r) => item(object, attributes(r))) };
+}
+
+/**
+ * One entry of `attributes.relationships` (an `?include=`) as Pterodactyl's Fractal serializer
+ * writes it: related records as an unpaginated list, one as an item, a missing one as
+ * `{object: 'null_resource', attributes: null}`.
+ */
+export function relationship(r: Related): ApiItem | Record<string, unknown> {
+  if ('list' in r) return plainList(r.object, r.list, (a) => a);
+  return r.one === undefined ? { object: 'null_resource', attributes: null } : item(r.object, r.one);
 }
 
 export interface ApiError {

@@ -1,6 +1,7 @@
 /**
  * The application API (`/api/application`): root-admin management of users, locations, nodes and
- * their allocations, nests and eggs, and servers, with Pterodactyl's paths and shapes. Every
+ * their allocations, nests and eggs, and servers, with Pterodactyl's paths and shapes, including
+ * what billing modules use: `?include=` relations and the lookups by `external_id`. Every
  * route needs an application key whose owner is a root admin. Every change writes the same
  * `admin:*` activity entry as the admin pages write for the same action (adminAudit), and the
  * same self-protection applies: the key's user cannot delete or demote themselves.
@@ -23,39 +24,78 @@ import {
   updateNode,
 } from '../services/infrastructure.ts';
 import { found } from '../services/records.ts';
+import { createRelations, type Relation } from '../services/relations.ts';
 import { createShapeCheck, inRequestTerms, validationError } from '../services/validation.ts';
 import { createServer, deleteServer, serverAttributes, setSuspended, updateServerBuild, updateServerDetails } from '../services/servers.ts';
 import { createUser, deleteUser, sendWelcomeMail, updateUser, userAttributes, userUpdateProperties } from '../services/users.ts';
 import type { Repository, Row } from '../store/repository.ts';
 import { adminAudit } from '../web/respond.ts';
-import { item, list } from './api-format.ts';
+import { item, list, relationship, type ApiItem } from './api-format.ts';
 import { apiActor, apiUser, idParam, listQuery, requireApiKey, type ListRules } from './api-auth.ts';
 
 type Params = Record<string, string | undefined>;
 
 /**
- * The read side of one resource: list with search, exact filters and sorts, show by id. A nested
+ * The names `?include=` asks for, as Fractal reads them: comma-separated, and `a.b` (or Fractal's
+ * `a:modifier`) as `a`, whose nested level is not expanded here.
+ */
+function requestedIncludes(query: unknown): Set<string> {
+  const raw = (query as Record<string, unknown> | undefined)?.['include'];
+  const text = Array.isArray(raw) ? raw.join(',') : typeof raw === 'string' ? raw : '';
+  return new Set(text.split(',').map((name) => name.trim().split(/[.:]/)[0] as string));
+}
+
+/**
+ * The attributes function of `rows` plus, under `attributes.relationships`, the relations the
+ * request's `?include=` names; a name the resource does not have is ignored, as Fractal ignores it.
+ * Each include is loaded once for all the rows (a page); runs per read request.
+ */
+async function withIncludes<T extends Row>(query: unknown, rows: readonly T[], attributes: (r: T) => Record<string, unknown>, relations: Readonly<Record<string, Relation<T>>>): Promise<(r: T) => Record<string, unknown>> {
+  const names = [...requestedIncludes(query)].filter((name) => Object.hasOwn(relations, name));
+  if (names.length === 0) return attributes;
+  const loaded = await Promise.all(names.map(async (name) => [name, await (relations[name] as Relation<T>)(rows)] as const));
+  return (r) => ({ ...attributes(r), relationships: Object.fromEntries(loaded.map(([name, of]) => [name, relationship(of(r))])) });
+}
+
+/**
+ * The read side of one resource: list with search, exact filters and sorts, show by id (and by
+ * `external_id` where the resource has one), each with its `?include=` relations. A nested
  * resource's `scope` resolves the parent of the path (404 when it does not exist, so the list of a
  * deleted node's allocations is not an empty page) to the columns its rows must match.
  */
 function readRoutes<T extends Row>(
   api: FastifyInstance,
   path: string,
-  opts: { object: string; what: string; repo: Repository<T>; attributes: (r: T) => Record<string, unknown>; search: string[]; list?: ListRules; scope?: (p: Params) => Promise<Record<string, number>> },
+  opts: {
+    object: string;
+    what: string;
+    repo: Repository<T>;
+    attributes: (r: T) => Record<string, unknown>;
+    includes: Readonly<Record<string, Relation<T>>>;
+    search: string[];
+    list?: ListRules;
+    scope?: (p: Params) => Promise<Record<string, number>>;
+    external?: boolean;
+  },
 ): void {
+  const show = async (req: FastifyRequest, row: T): Promise<ApiItem> => item(opts.object, (await withIncludes(req.query, [row], opts.attributes, opts.includes))(row));
   api.get(path, async (req) => {
     const q = listQuery(req.query, opts.list ?? {});
     const scope = await opts.scope?.(req.params as Params);
     const page = await opts.repo.list({ page: q.page, perPage: q.perPage, filter: { ...q.filter, ...scope }, search: { columns: opts.search, term: q.search }, sort: q.sort });
-    return list(opts.object, page, opts.attributes);
+    return list(opts.object, page, await withIncludes(req.query, page.items, opts.attributes, opts.includes));
   });
   api.get(`${path}/:id`, async (req) => {
     const p = req.params as Params;
     const scope = (await opts.scope?.(p)) ?? {};
     const row = found(await opts.repo.find(idParam(p.id, opts.what)), opts.what);
     for (const [k, v] of Object.entries(scope)) if (row[k] !== v) found(undefined, opts.what);
-    return item(opts.object, opts.attributes(row));
+    return show(req, row);
   });
+  // Pterodactyl's lookup by a billing system's id: the record whose external_id is exactly this.
+  if (opts.external === true) {
+    api.get(`${path}/external/:external_id`, async (req) => show(req, found(await opts.repo.findBy({ external_id: (req.params as Params).external_id ?? '' }), opts.what)));
+  }
 }
 
 /** Registers the routes on the /api/application scope; runs once at app build. */
@@ -64,10 +104,11 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
   const audit = (req: FastifyRequest, event: string, subject: { type: string; id: number }, properties: Record<string, unknown> = {}): Promise<void> =>
     adminAudit(ctx, req, event, subject, properties);
   const id = (req: FastifyRequest, what: string, key = 'id'): number => idParam((req.params as Params)[key], what);
+  const relations = createRelations(ctx.store);
 
-  readRoutes(api, '/users', { object: 'user', what: 'user', repo: ctx.store.users, attributes: userAttributes, search: ['username', 'email'], list: {
+  readRoutes(api, '/users', { object: 'user', what: 'user', repo: ctx.store.users, attributes: userAttributes, includes: relations.user, external: true, search: ['username', 'email'], list: {
     // Emails are stored lower-cased (users.ts); both columns compare case-insensitively.
-    filters: { email: { column: 'email', value: (v) => v.toLowerCase() }, uuid: 'uuid', username: 'username' },
+    filters: { email: { column: 'email', value: (v) => v.toLowerCase() }, uuid: 'uuid', username: 'username', external_id: 'external_id' },
     sorts: ['id', 'uuid'],
   } });
   api.post('/users', async (req, reply) => {
@@ -99,7 +140,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(201).send({ ...item('api_key', { identifier: created.key.identifier, key_type: created.key.key_type }), meta: { secret_token: created.token } });
   });
 
-  readRoutes(api, '/locations', { object: 'location', what: 'location', repo: ctx.store.locations, attributes: locationAttributes, search: ['short', 'long'], list: { filters: { short: 'short', long: 'long' }, sorts: ['id'] } });
+  readRoutes(api, '/locations', { object: 'location', what: 'location', repo: ctx.store.locations, attributes: locationAttributes, includes: relations.location, search: ['short', 'long'], list: { filters: { short: 'short', long: 'long' }, sorts: ['id'] } });
   api.post('/locations', async (req, reply) => {
     const l = await createLocation(ctx, req.body);
     await audit(req, 'admin:location.create', { type: 'location', id: l.id }, { short: l.short });
@@ -117,7 +158,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
 
-  readRoutes(api, '/nodes', { object: 'node', what: 'node', repo: ctx.store.nodes, attributes: nodeAttributes, search: ['name', 'fqdn'], list: { filters: { uuid: 'uuid', name: 'name', fqdn: 'fqdn' }, sorts: ['id', 'uuid', 'memory', 'disk'] } });
+  readRoutes(api, '/nodes', { object: 'node', what: 'node', repo: ctx.store.nodes, attributes: nodeAttributes, includes: relations.node, search: ['name', 'fqdn'], list: { filters: { uuid: 'uuid', name: 'name', fqdn: 'fqdn' }, sorts: ['id', 'uuid', 'memory', 'disk'] } });
   api.post('/nodes', async (req, reply) => {
     const { node, token } = await createNode(ctx, req.body);
     await audit(req, 'admin:node.create', { type: 'node', id: node.id }, { name: node.name });
@@ -135,7 +176,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
   const nodeScope = async (p: Params): Promise<Record<string, number>> => ({ node_id: found(await ctx.store.nodes.find(idParam(p.node, 'node')), 'node').id });
-  readRoutes(api, '/nodes/:node/allocations', { object: 'allocation', what: 'allocation', repo: ctx.store.allocations, attributes: allocationAttributes, search: ['ip', 'ip_alias'], scope: nodeScope });
+  readRoutes(api, '/nodes/:node/allocations', { object: 'allocation', what: 'allocation', repo: ctx.store.allocations, attributes: allocationAttributes, includes: relations.allocation, search: ['ip', 'ip_alias'], scope: nodeScope });
   api.post('/nodes/:node/allocations', async (req, reply) => {
     const nodeId = id(req, 'node', 'node');
     const added = await createAllocations(ctx, nodeId, req.body);
@@ -151,7 +192,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
 
-  readRoutes(api, '/nests', { object: 'nest', what: 'nest', repo: ctx.store.nests, attributes: nestAttributes, search: ['name'] });
+  readRoutes(api, '/nests', { object: 'nest', what: 'nest', repo: ctx.store.nests, attributes: nestAttributes, includes: relations.nest, search: ['name'] });
   api.post('/nests', async (req, reply) => {
     const nest = await createNest(ctx, req.body);
     await audit(req, 'admin:nest.create', { type: 'nest', id: nest.id }, { name: nest.name });
@@ -169,7 +210,7 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
   const nestScope = async (p: Params): Promise<Record<string, number>> => ({ nest_id: found(await ctx.store.nests.find(idParam(p.nest, 'nest')), 'nest').id });
-  readRoutes(api, '/nests/:nest/eggs', { object: 'egg', what: 'egg', repo: ctx.store.eggs, attributes: eggAttributes, search: ['name'], scope: nestScope });
+  readRoutes(api, '/nests/:nest/eggs', { object: 'egg', what: 'egg', repo: ctx.store.eggs, attributes: eggAttributes, includes: relations.egg, search: ['name'], scope: nestScope });
   api.post('/nests/:nest/eggs', async (req, reply) => {
     const nestId = id(req, 'nest', 'nest');
     const egg = await createEgg(ctx, { ...objectBody(req.body), nest_id: nestId });
@@ -188,8 +229,8 @@ export function registerApplicationApi(api: FastifyInstance, ctx: PanelContext):
     return reply.code(204).send();
   });
 
-  readRoutes(api, '/servers', { object: 'server', what: 'server', repo: ctx.store.servers, attributes: serverAttributes, search: ['name', 'uuid', 'identifier'], list: {
-    filters: { name: 'name', uuid: 'uuid', uuidShort: 'identifier', image: 'image' },
+  readRoutes(api, '/servers', { object: 'server', what: 'server', repo: ctx.store.servers, attributes: serverAttributes, includes: relations.server, external: true, search: ['name', 'uuid', 'identifier'], list: {
+    filters: { name: 'name', uuid: 'uuid', uuidShort: 'identifier', image: 'image', external_id: 'external_id' },
     sorts: ['id', 'uuid'],
   } });
   api.post('/servers', async (req, reply) => {

@@ -126,3 +126,8 @@ export async function updateSubuser(ctx: PanelContext, actor: ServerAccess, sub:
 export function subuserAttributes(sub: SubuserRow, user: UserRow): Record<string, unknown> {
   return { uuid: user.uuid, username: user.username, email: user.email, '2fa_enabled': user.use_totp === 1, created_at: sub.created_at, permissions: JSON.parse(sub.permissions) as unknown };
 }
+
+/** Application API attributes of a subuser row (Pterodactyl's application SubuserTransformer), for a server's `subusers` include. */
+export function applicationSubuserAttributes(sub: SubuserRow): Record<string, unknown> {
+  return { id: sub.id, user_id: sub.user_id, server_id: sub.server_id, permissions: JSON.parse(sub.permissions) as unknown, created_at: sub.created_at, updated_at: sub.updated_at };
+}

@@ -8,8 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { isAppError } from '../../../src/core/app-error.ts';
 import type { PanelContext } from '../context.ts';
 import type { ServerRow } from '../store/records.ts';
-import { created, found, now } from './records.ts';
-import { COUNT, createValidator, ID, NAME, TEXT, problemsOf, validationError, type FieldProblem } from './validation.ts';
+import { created, found, now, takenProblems } from './records.ts';
+import { COUNT, createValidator, EXTERNAL_ID, ID, NAME, TEXT, problemsOf, validationError, type FieldProblem } from './validation.ts';
 
 const limitProps = {
   memory: COUNT,
@@ -24,7 +24,7 @@ const limitProps = {
 };
 /** One line of text: NUL and the other control characters (C0, DEL, C1) are refused on every create and rename path. */
 const SERVER_NAME = { ...NAME, pattern: '^\\P{Cc}*$', description: 'must not contain control characters' };
-const serverProps = { name: SERVER_NAME, description: TEXT, owner_id: ID, allocation_id: ID, egg_id: ID, image: { type: 'string', maxLength: 255 }, startup: { type: 'string', maxLength: 4000 }, ...limitProps };
+const serverProps = { name: SERVER_NAME, description: TEXT, owner_id: ID, allocation_id: ID, egg_id: ID, external_id: EXTERNAL_ID, image: { type: 'string', maxLength: 255 }, startup: { type: 'string', maxLength: 4000 }, ...limitProps };
 
 export type ServerInput = {
   name: string;
@@ -32,12 +32,13 @@ export type ServerInput = {
   allocation_id: number;
   egg_id: number;
   description?: string;
+  external_id?: string | null;
   image?: string;
   startup?: string;
 } & { [K in keyof typeof limitProps]?: K extends 'threads' ? string | null : number };
 
 const validateCreate = createValidator<ServerInput>({ required: ['name', 'owner_id', 'allocation_id', 'egg_id'], properties: serverProps });
-const validateDetails = createValidator<Partial<ServerInput>>({ properties: { name: SERVER_NAME, description: TEXT, owner_id: ID } });
+const validateDetails = createValidator<Partial<ServerInput>>({ properties: { name: SERVER_NAME, description: TEXT, owner_id: ID, external_id: EXTERNAL_ID } });
 const validateBuild = createValidator<Partial<ServerInput>>({ properties: { allocation_id: ID, ...limitProps } });
 
 /**
@@ -62,24 +63,25 @@ async function validateWithAddons<T>(ctx: PanelContext, input: unknown, validate
 
 /**
  * Creates a server on the node of its allocation; fails with ERR_VALIDATION (nothing written) when
- * the input or an addon's fields are invalid, or when the allocation is taken.
+ * the input or an addon's fields are invalid, or when the allocation or the external_id is taken.
  */
 export async function createServer(ctx: PanelContext, input: unknown): Promise<ServerRow> {
   const v = await validateWithAddons(ctx, input, validateCreate);
   // What the request names but does not exist is its fault, a 422 naming each field (Laravel's
   // `exists` rule, as Pterodactyl answers), not a 404 of the route.
   const [owner, egg, allocation] = [await ctx.store.users.find(v.owner_id), await ctx.store.eggs.find(v.egg_id), await ctx.store.allocations.find(v.allocation_id)];
-  const missing: FieldProblem[] = [];
-  if (owner === undefined) missing.push({ field: 'owner_id', rule: 'exists', detail: 'the owner_id field must name an existing user' });
-  if (egg === undefined) missing.push({ field: 'egg_id', rule: 'exists', detail: 'the egg_id field must name an existing egg' });
-  if (allocation === undefined) missing.push({ field: 'allocation_id', rule: 'exists', detail: 'the allocation_id field must name an existing allocation' });
-  if (owner === undefined || egg === undefined || allocation === undefined) throw validationError(missing);
+  const problems = await takenProblems(ctx.store.servers, 'external_id', v.external_id);
+  if (owner === undefined) problems.push({ field: 'owner_id', rule: 'exists', detail: 'the owner_id field must name an existing user' });
+  if (egg === undefined) problems.push({ field: 'egg_id', rule: 'exists', detail: 'the egg_id field must name an existing egg' });
+  if (allocation === undefined) problems.push({ field: 'allocation_id', rule: 'exists', detail: 'the allocation_id field must name an existing allocation' });
+  if (owner === undefined || egg === undefined || allocation === undefined || problems.length > 0) throw validationError(problems);
   for (let attempt = 0; ; attempt++) {
     const uuid = randomUUID();
     let server: ServerRow;
     try {
       server = await ctx.store.createServer({
         uuid,
+        external_id: v.external_id ?? null,
         identifier: uuid.slice(0, 8),
         name: v.name,
         description: v.description ?? '',
@@ -124,10 +126,15 @@ async function runHooks<K extends 'serverSuspension' | 'serverCreated' | 'server
   }
 }
 
-/** Name, description and owner; a new owner who was a subuser of the server is one no longer. */
+/**
+ * Name, description, owner and external_id (another server's is a 422); a new owner who was a
+ * subuser of the server is one no longer.
+ */
 export async function updateServerDetails(ctx: PanelContext, id: number, input: unknown): Promise<ServerRow> {
   const v = validateDetails(input);
   found(await ctx.store.servers.find(id), 'server');
+  const taken = await takenProblems(ctx.store.servers, 'external_id', v.external_id, id);
+  if (taken.length > 0) throw validationError(taken);
   if (v.owner_id !== undefined) found(await ctx.store.users.find(v.owner_id), 'user');
   const server = found(await ctx.store.servers.update(id, { ...v, updated_at: now() } as Partial<ServerRow>), 'server');
   if (v.owner_id !== undefined) await ctx.store.subusers.removeWhere({ server_id: id, user_id: v.owner_id });
@@ -181,6 +188,7 @@ function limits(s: ServerRow): Record<string, unknown> {
 export function serverAttributes(s: ServerRow): Record<string, unknown> {
   return {
     id: s.id,
+    external_id: s.external_id ?? null,
     uuid: s.uuid,
     identifier: s.identifier,
     name: s.name,

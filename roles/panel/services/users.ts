@@ -9,8 +9,8 @@ import { AppError } from '../../../src/core/app-error.ts';
 import { hashPassword } from '../auth/secrets.ts';
 import type { PanelContext } from '../context.ts';
 import type { UserRow } from '../store/records.ts';
-import { created, found, now, toColumns } from './records.ts';
-import { createValidator, EMAIL, FLAG, USERNAME, validationError, type FieldProblem } from './validation.ts';
+import { created, found, now, takenProblems, toColumns } from './records.ts';
+import { createValidator, EMAIL, EXTERNAL_ID, FLAG, USERNAME, validationError } from './validation.ts';
 
 const PASSWORD = { type: 'string', minLength: 8, maxLength: 256 };
 const NAME_PART = { type: 'string', maxLength: 191 };
@@ -22,28 +22,27 @@ export interface UserInput {
   last_name?: string;
   password: string;
   root_admin?: boolean;
+  external_id?: string | null;
 }
 
 const validateCreate = createValidator<UserInput>({
   required: ['username', 'email', 'password'],
-  properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG },
+  properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG, external_id: EXTERNAL_ID },
 });
 const validateUpdate = createValidator<Partial<UserInput>>({
-  properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG },
+  properties: { username: USERNAME, email: EMAIL, first_name: NAME_PART, last_name: NAME_PART, password: PASSWORD, root_admin: FLAG, external_id: EXTERNAL_ID },
 });
 
 /**
- * Throws one ERR_VALIDATION naming both the username and the email when another user (not
- * `selfId`) has them: the write's unique constraint would name only the first, as `invalid`.
+ * Throws one ERR_VALIDATION naming each of the username, the email and the external_id that
+ * another user (not `selfId`) has.
  */
-async function refuseTaken(ctx: PanelContext, v: { username?: string | undefined; email?: string | undefined }, selfId?: number): Promise<void> {
-  const taken: FieldProblem[] = [];
-  const other = async (filter: Record<string, string>): Promise<boolean> => {
-    const u = await ctx.store.users.findBy(filter);
-    return u !== undefined && u.id !== selfId;
-  };
-  if (v.username !== undefined && (await other({ username: v.username }))) taken.push({ field: 'username', rule: 'unique', detail: 'the username has already been taken' });
-  if (v.email !== undefined && (await other({ email: v.email.toLowerCase() }))) taken.push({ field: 'email', rule: 'unique', detail: 'the email has already been taken' });
+async function refuseTaken(ctx: PanelContext, v: Partial<UserInput>, selfId?: number): Promise<void> {
+  const taken = [
+    ...(await takenProblems(ctx.store.users, 'username', v.username, selfId)),
+    ...(await takenProblems(ctx.store.users, 'email', v.email?.toLowerCase(), selfId)),
+    ...(await takenProblems(ctx.store.users, 'external_id', v.external_id, selfId)),
+  ];
   if (taken.length > 0) throw validationError(taken);
 }
 
@@ -133,6 +132,7 @@ export async function deleteUser(ctx: PanelContext, id: number, by: UserChangeAc
 export function userAttributes(u: UserRow): Record<string, unknown> {
   return {
     id: u.id,
+    external_id: u.external_id,
     uuid: u.uuid,
     username: u.username,
     email: u.email,

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { AppError } from '../../../src/core/app-error.ts';
-import { COUNT, createShapeCheck, createValidator, ID, NAME, problemsOf } from './validation.ts';
+import { COUNT, createShapeCheck, createValidator, EXTERNAL_ID, ID, NAME, problemsOf } from './validation.ts';
 
 const validate = createValidator<{ id: number; memory?: number; list?: unknown[] }>({ required: ['id'], properties: { id: ID, memory: COUNT, list: { type: 'array' } } });
 
@@ -46,4 +46,14 @@ test('a shape check refuses a body that is no object and wrongly typed groups, i
   const body = { limits: { memory: 1 }, other: 'kept' };
   assert.equal(check(body), body, 'the body itself, nothing stripped');
   assert.deepEqual(check(undefined), {});
+});
+
+test('an external id is trimmed, blank is null, and anything but a string or null is refused', () => {
+  const check = createValidator<{ external_id?: string | null }>({ properties: { external_id: EXTERNAL_ID } });
+  assert.deepEqual(check({ external_id: '  whmcs-7 ' }), { external_id: 'whmcs-7' });
+  assert.deepEqual(check({ external_id: ' \t ' }), { external_id: null });
+  assert.deepEqual(check({ external_id: null }), { external_id: null });
+  assert.deepEqual(check({}), {}, 'left out, it is left as it is');
+  assert.deepEqual(problems({ external_id: 7 }, check), ['external_id: the external_id field must be a string or null']);
+  assert.deepEqual(problems({ external_id: 'x'.repeat(192) }, check), ['external_id: the external_id field must not be longer than 191 characters']);
 });

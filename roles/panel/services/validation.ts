@@ -43,7 +43,8 @@ export async function inRequestTerms<T>(names: Readonly<Record<string, string>>,
 }
 
 const ajv = new AjvModule.default({ allErrors: true, coerceTypes: false, useDefaults: true, removeAdditional: true, verbose: true });
-// `trim: true` marks a top-level string property that createValidator trims before validating.
+// `trim: true` marks a top-level string property that createValidator trims before validating;
+// `trim: 'null'` one that is trimmed and, when blank, becomes null.
 ajv.addKeyword('trim');
 
 const ARTICLE: Readonly<Record<string, string>> = { integer: 'an integer', object: 'an object', array: 'an array', string: 'a string', number: 'a number', boolean: 'true or false', null: 'null' };
@@ -96,13 +97,17 @@ function describe(e: ErrorObject): FieldProblem {
 /**
  * Compiles a schema into a function that returns the (defaulted) input or throws ERR_VALIDATION.
  * Top-level properties marked `trim: true` (the required names) are trimmed first, as the
- * reference framework's TrimStrings does: a blank one is "required", on an update too.
+ * reference framework's TrimStrings does: a blank one is "required", on an update too. Those
+ * marked `trim: 'null'` are trimmed and a blank one is null, as its ConvertEmptyStringsToNull does.
  */
 export function createValidator<T>(schema: object): (input: unknown) => T {
   const validate: ValidateFunction = ajv.compile({ type: 'object', additionalProperties: false, ...schema });
-  const trimmed = Object.entries((schema as { properties?: Record<string, object> }).properties ?? {})
-    .filter(([, s]) => (s as { trim?: boolean }).trim === true)
-    .map(([k]) => k);
+  const marked = (mark: true | 'null'): string[] =>
+    Object.entries((schema as { properties?: Record<string, object> }).properties ?? {})
+      .filter(([, s]) => (s as { trim?: unknown }).trim === mark)
+      .map(([k]) => k);
+  const trimmed = marked(true);
+  const nullable = marked('null');
   return (input) => {
     let copy: unknown;
     try {
@@ -112,7 +117,7 @@ export function createValidator<T>(schema: object): (input: unknown) => T {
       if (!(err instanceof RangeError)) throw err;
       throw validationError([{ field: '', rule: 'depth', detail: 'the request is nested too deeply' }]);
     }
-    const out = trimInput(copy, trimmed);
+    const out = trimInput(copy, trimmed, nullable);
     const blank = trimmed.filter((k) => Object.hasOwn(copy as object, k) && !Object.hasOwn(out as object, k));
     const problems = blank.map((k) => ({ field: k, rule: 'required', detail: `the ${k} field is required` }));
     if (!validate(out)) problems.push(...(validate.errors ?? []).map(describe).filter((p) => !(p.rule === 'required' && blank.includes(p.field))));
@@ -170,3 +175,8 @@ const INT_MAX = 2_147_483_647;
 export const ID = { type: 'integer', minimum: 1, maximum: INT_MAX };
 export const COUNT = { type: 'integer', minimum: 0, maximum: INT_MAX };
 export const FLAG = { type: 'boolean' };
+/**
+ * A billing system's own id of a user or server (Pterodactyl's `external_id`, nullable, at most
+ * 191 characters): trimmed, and blank is null (none), as Pterodactyl's request middleware leaves it.
+ */
+export const EXTERNAL_ID = { type: ['string', 'null'], trim: 'null', maxLength: 191 };

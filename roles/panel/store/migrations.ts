@@ -192,6 +192,18 @@ export const CORE_MIGRATIONS: readonly Migration[] = [
     name: 'allocation addresses in one spelling',
     up: canonicalAllocationIps,
   },
+  {
+    // A billing system's own id of a user or server (Pterodactyl's external_id), looked up by the
+    // system's module. NULL is none; SQLite's unique indexes let any number of rows be NULL.
+    version: 4,
+    name: 'external ids',
+    up: `
+      ALTER TABLE users ADD COLUMN external_id TEXT;
+      CREATE UNIQUE INDEX users_external_id ON users(external_id);
+      ALTER TABLE servers ADD COLUMN external_id TEXT;
+      CREATE UNIQUE INDEX servers_external_id ON servers(external_id);
+    `,
+  },
 ];
 
 interface AllocationIpRow {

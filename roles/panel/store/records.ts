@@ -4,6 +4,8 @@
  */
 export type UserRow = {
   id: number;
+  /** A billing system's id of the user (migration 4); unique, null when none. */
+  external_id: string | null;
   uuid: string;
   username: string;
   email: string;
@@ -77,6 +79,11 @@ export type EggRow = {
 
 export type ServerRow = {
   id: number;
+  /**
+   * A billing system's id of the server (migration 4); unique, null when none. Optional so a
+   * whole-row insert (store.createServer) may leave it out, as NULL.
+   */
+  external_id?: string | null;
   uuid: string;
   identifier: string;
   name: string;

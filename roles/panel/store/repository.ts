@@ -6,10 +6,11 @@
  */
 export type Value = string | number | null;
 export type Row = Record<string, Value>;
+/** Exact-match filters on columns, all of which must hold: null matches NULL, a list any of its values. */
+export type Filter = Record<string, Value | readonly (string | number)[]>;
 
 export interface ListQuery {
-  /** Exact-match filters on columns (null matches NULL). */
-  filter?: Record<string, Value>;
+  filter?: Filter;
   /** Case-insensitive substring search over the given columns. */
   search?: { columns: readonly string[]; term: string };
   /** 1-based; default 1; callers keep it at most MAX_PAGE (the offset must stay an SQLite integer). */
@@ -31,9 +32,9 @@ export interface Repository<T extends Row> {
   /** One page of rows matching the query, with the total count. */
   list(query?: ListQuery): Promise<Page<T>>;
   /** Every row matching the filter (for small sets: a user's keys, a server's subusers). */
-  all(filter?: Record<string, Value>): Promise<T[]>;
+  all(filter?: Filter): Promise<T[]>;
   find(id: number): Promise<T | undefined>;
-  findBy(filter: Record<string, Value>): Promise<T | undefined>;
+  findBy(filter: Filter): Promise<T | undefined>;
   /** Inserts and returns the stored row (with defaults and id). */
   insert(values: Partial<T>): Promise<T>;
   /** Updates the given columns; undefined when the row does not exist. */
@@ -41,7 +42,7 @@ export interface Repository<T extends Row> {
   /** Deletes by id; false when it did not exist. */
   remove(id: number): Promise<boolean>;
   /** Deletes every row matching the filter; returns how many. */
-  removeWhere(filter: Record<string, Value>): Promise<number>;
+  removeWhere(filter: Filter): Promise<number>;
 }
 
 export const MAX_PER_PAGE = 100;

@@ -4,18 +4,18 @@
  */
 import type { DatabaseSync, SQLInputValue } from 'node:sqlite';
 import { AppError } from '../../../src/core/app-error.ts';
-import { DEFAULT_PER_PAGE, MAX_PER_PAGE, type ListQuery, type Page, type Row, type Value } from './repository.ts';
+import { DEFAULT_PER_PAGE, MAX_PER_PAGE, type Filter, type ListQuery, type Page, type Row } from './repository.ts';
 
 /** A table's operations, synchronous as node:sqlite is: usable inside one transaction. */
 export interface SqliteTable<T extends Row> {
   list(query?: ListQuery): Page<T>;
-  all(filter?: Record<string, Value>): T[];
+  all(filter?: Filter): T[];
   find(id: number): T | undefined;
-  findBy(filter: Record<string, Value>): T | undefined;
+  findBy(filter: Filter): T | undefined;
   insert(values: Partial<T>): T;
   update(id: number, values: Partial<T>): T | undefined;
   remove(id: number): boolean;
-  removeWhere(filter: Record<string, Value>): number;
+  removeWhere(filter: Filter): number;
 }
 
 /** Creates the operations of one table; runs at store open. */
@@ -35,12 +35,16 @@ export function createSqliteTable<T extends Row>(db: DatabaseSync, table: string
     if (!columns.has(name)) throw new AppError('ERR_UNKNOWN_COLUMN', `${table} has no column ${name}`, { status: 400 });
     return `"${name}"`;
   };
-  const where = (filter: Record<string, Value> = {}): { sql: string; args: SQLInputValue[] } => {
+  const where = (filter: Filter = {}): { sql: string; args: SQLInputValue[] } => {
     const parts: string[] = [];
     const args: SQLInputValue[] = [];
     for (const [k, v] of Object.entries(filter)) {
       if (v === null) parts.push(`${col(k)} IS NULL`);
-      else {
+      else if (typeof v === 'object') {
+        // Any of the values (a page's related records in one query); an empty list matches nothing.
+        parts.push(v.length > 0 ? `${col(k)} IN (${v.map(() => '?').join(', ')})` : '0');
+        args.push(...v);
+      } else {
         parts.push(`${col(k)} = ?`);
         args.push(v);
       }

@@ -153,9 +153,9 @@ describe('panel APIs', () => {
     assert.deepEqual(await names('/api/application/nodes?filter[fqdn]=node1.example.test&sort=-memory', 'id'), [nodeId]);
     assert.deepEqual(await names('/api/application/locations?filter[short]=fra1', 'short'), ['fra1']);
     for (const [path, field] of [
-      ['/api/application/users?filter[external_id]=42', 'filter[external_id]'],
+      ['/api/application/users?filter[first_name]=Carol', 'filter[first_name]'],
       ['/api/application/users?filter[email]=a@example.com&filter[email]=b@example.com', 'filter[email]'],
-      ['/api/application/servers?filter[external_id]=42', 'filter[external_id]'],
+      ['/api/application/servers?filter[description]=x', 'filter[description]'],
       ['/api/application/nests?filter[name]=Minecraft', 'filter[name]'],
       ['/api/application/users?sort=email', 'sort'],
       ['/api/application/locations?sort=-short', 'sort'],
