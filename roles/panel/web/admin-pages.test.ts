@@ -166,3 +166,30 @@ test('requireAdmin also guards a route outside the web scope (reads the session 
   assert.equal((await other.inject({ method: 'GET', url: '/admin/outside.json', headers: { accept: 'application/json' } })).statusCode, 401);
   await other.close();
 });
+
+test('external ids are set, shown, refused when taken and cleared on the user and server pages', async () => {
+  const location = await createLocation(ctx, { short: 'ext' });
+  const { node } = await createNode(ctx, { name: 'ext', fqdn: 'ext.example.com', location_id: location.id });
+  const [a1, a2] = await createAllocations(ctx, node.id, { ip: '10.0.0.2', ports: ['25565-25566'] });
+  const nest = await createNest(ctx, { name: 'Ext' });
+  const egg = await createEgg(ctx, { nest_id: nest.id, name: 'Ext', docker_image: 'example/ext:1', startup: 'run' });
+  assert.ok(a1 !== undefined && a2 !== undefined);
+  const server = async (name: string, allocation: number, external: string): Promise<LightMyRequestResponse> =>
+    send('POST', '/admin/servers', { name, owner_id: String(admin.id), egg_id: String(egg.id), allocation_id: String(allocation), external_id: external });
+
+  assert.equal((await server('billed', a1.id, ' whmcs-7 ')).statusCode, 303);
+  const billed = await ctx.store.servers.findBy({ name: 'billed' });
+  assert.equal(billed?.external_id, 'whmcs-7');
+  assert.match((await send('GET', `/admin/servers/${billed?.id}`)).body, /name="external_id"[^>]*value="whmcs-7"/);
+  const taken = await server('twin', a2.id, 'whmcs-7');
+  assert.equal(taken.statusCode, 422);
+  assert.match(taken.body, /the external_id has already been taken/);
+  assert.equal((await send('POST', `/admin/servers/${billed?.id}/details`, { name: 'billed', owner_id: String(admin.id), description: '', external_id: '' })).statusCode, 303);
+  assert.equal((await ctx.store.servers.find(billed?.id ?? 0))?.external_id, null);
+
+  const user = await createUser(ctx, { username: 'billed', email: 'billed@example.com', password: 'billed-password', external_id: 'client-1' });
+  assert.match((await send('GET', `/admin/users/${user.id}`)).body, /name="external_id"[^>]*value="client-1"/);
+  const saved = await send('POST', `/admin/users/${user.id}`, { username: 'billed', email: 'billed@example.com', first_name: '', last_name: '', external_id: 'client-2' });
+  assert.equal(saved.statusCode, 303);
+  assert.equal((await ctx.store.users.find(user.id))?.external_id, 'client-2');
+});

@@ -31,8 +31,8 @@ import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam,
 import { currentSession } from './web-auth.ts';
 
 const LIMITS = ['memory', 'swap', 'disk', 'io', 'cpu', 'databases', 'allocations', 'backups'] as const;
-const CREATE_INPUT = { textOrOmit: ['name', 'image', 'startup'], text: ['description'], int: ['owner_id', 'egg_id', 'allocation_id', ...LIMITS] } as const;
-const DETAILS_INPUT = { textOrOmit: ['name'], text: ['description'], int: ['owner_id'] } as const;
+const CREATE_INPUT = { textOrOmit: ['name', 'image', 'startup'], text: ['description', 'external_id'], int: ['owner_id', 'egg_id', 'allocation_id', ...LIMITS] } as const;
+const DETAILS_INPUT = { textOrOmit: ['name'], text: ['description', 'external_id'], int: ['owner_id'] } as const;
 const BUILD_INPUT = { int: ['allocation_id', ...LIMITS] } as const;
 const DEFAULT_LIMITS = { memory: 1024, swap: 0, disk: 5120, io: 500, cpu: 100, databases: 0, allocations: 0, backups: 0 };
 
@@ -59,8 +59,12 @@ function limitFields(form: FormState): SafeHtml {
   )}${inputField(form, 'backups', 'Backup limit', { type: 'number' })}</div>`;
 }
 
+function externalIdField(form: FormState): SafeHtml {
+  return inputField(form, 'external_id', 'External ID', { help: "A billing system's id of the server; blank = none." });
+}
+
 function serverValues(s: ServerRow): FormState {
-  return formOf({ name: s.name, description: s.description, owner_id: s.owner_id, allocation_id: s.allocation_id, threads: s.threads, ...Object.fromEntries(LIMITS.map((k) => [k, s[k]])) });
+  return formOf({ name: s.name, description: s.description, external_id: s.external_id, owner_id: s.owner_id, allocation_id: s.allocation_id, threads: s.threads, ...Object.fromEntries(LIMITS.map((k) => [k, s[k]])) });
 }
 
 /** Registers the server pages on the admin scope; runs once at app build. */
@@ -91,7 +95,7 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
         'Allocation',
         allocations,
         { required: true, empty: 'Choose a free allocation', help: allocations.length === 0 ? 'Add allocations to a node first.' : 'The node follows from the allocation.' },
-      )}</div>${textareaField(form, 'description', 'Description')}
+      )}${externalIdField(form)}</div>${textareaField(form, 'description', 'Description')}
 <h2>Resource limits</h2>${limitFields(form)}
 <h2>Container</h2><div class="grid">${inputField(form, 'image', 'Docker image', { help: "Blank = the egg's image." })}${inputField(form, 'startup', 'Startup command', {
         help: "Blank = the egg's command.",
@@ -114,7 +118,7 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
 <h2>Details</h2>${formSummary(details)}<div class="card">${postForm(
       `/admin/servers/${server.id}/details`,
       csrf,
-      html`<div class="grid">${inputField(details, 'name', 'Name', { required: true })}${selectField(details, 'owner_id', 'Owner', await userOptions(), { required: true })}</div>${textareaField(
+      html`<div class="grid">${inputField(details, 'name', 'Name', { required: true })}${selectField(details, 'owner_id', 'Owner', await userOptions(), { required: true })}${externalIdField(details)}</div>${textareaField(
         details,
         'description',
         'Description',

@@ -14,14 +14,14 @@ import { html } from './html.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam, seeOther, sendPage, rowsOrNone } from './respond.ts';
 import { currentSession } from './web-auth.ts';
 
-const INPUT = { textOrOmit: ['username', 'email', 'password'], text: ['first_name', 'last_name'], bool: ['root_admin'] } as const;
+const INPUT = { textOrOmit: ['username', 'email', 'password'], text: ['first_name', 'last_name', 'external_id'], bool: ['root_admin'] } as const;
 
 function userFields(form: FormState, creating: boolean): ReturnType<typeof html> {
   return html`<div class="grid">${inputField(form, 'username', 'Username', { required: true })}${inputField(form, 'email', 'Email', { type: 'email', required: true })}${inputField(
     form,
     'first_name',
     'First name',
-  )}${inputField(form, 'last_name', 'Last name')}${inputField(form, 'password', 'Password', {
+  )}${inputField(form, 'last_name', 'Last name')}${inputField(form, 'external_id', 'External ID', { help: "A billing system's id of the user; blank = none." })}${inputField(form, 'password', 'Password', {
     type: 'password',
     required: creating,
     blank: true,
@@ -31,7 +31,7 @@ function userFields(form: FormState, creating: boolean): ReturnType<typeof html>
 }
 
 function editValues(u: UserRow): FormState {
-  return formOf({ username: u.username, email: u.email, first_name: u.first_name, last_name: u.last_name, root_admin: u.root_admin === 1 ? 'on' : '' });
+  return formOf({ username: u.username, email: u.email, first_name: u.first_name, last_name: u.last_name, external_id: u.external_id, root_admin: u.root_admin === 1 ? 'on' : '' });
 }
 
 /** Registers the user pages on the admin scope; runs once at app build. */
