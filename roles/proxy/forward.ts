@@ -194,6 +194,7 @@ class ForwardHandler implements OriginHandler {
     if (res.headersSent) {
       // Mid-body: the status is out; the client sees a cut response.
       ctx.rule = ORIGIN_RULES.error;
+      this.site.origin.recordError(code, true);
       res.destroy();
       return;
     }

@@ -12,9 +12,9 @@
  * (a head within 60 s, 5 s of idle keep-alive) and lingering close after an unread body are kept.
  */
 import { EventEmitter } from 'node:events';
-import { STATUS_CODES, type OutgoingHttpHeaders, type Server } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type OutgoingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import { Socket } from 'node:net';
-import { Readable } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import { TLSSocket } from 'node:tls';
 import { DeadlineList, deadlineIn, type Expiring } from './deadlines.ts';
 import { PartialHead, headerList, parseRequestHead, statusHasNoBody, type RequestHead } from './http1-parse.ts';
@@ -28,7 +28,7 @@ export const LINGER_MS = 5_000;
 // node's defaults: a request head must arrive within this long, idle keep-alive ends after 5 s.
 const HEADERS_TIMEOUT_MS = 60_000;
 const KEEP_ALIVE_MS = 5_000;
-// A request body that stops arriving for this long closes the connection.
+// A request body that stops arriving for this long closes the connection (both servers).
 const BODY_IDLE_MS = 60_000;
 // Client connections' timeouts are checked this often.
 const CLIENT_DEADLINES = new DeadlineList(250);
@@ -453,7 +453,7 @@ class Http1Connection implements Expiring {
       this.deadline = 0;
     } else {
       this.state = State.Body;
-      this.deadline = deadlineIn(BODY_IDLE_MS);
+      this.deadline = deadlineIn(this.server.bodyIdleMs);
       if (rest && rest.length >= head.contentLength) req.bufferedBody = rest.subarray(0, head.contentLength);
       if (rest) this.feedBody(rest);
     }
@@ -466,7 +466,7 @@ class Http1Connection implements Expiring {
     const req = this.req as FastRequest;
     const n = Math.min(req.remaining, chunk.length);
     req.remaining -= n;
-    if (this.state === State.Body) this.deadline = deadlineIn(BODY_IDLE_MS);
+    if (this.state === State.Body) this.deadline = deadlineIn(this.server.bodyIdleMs);
     const more = req.push(own(n === chunk.length ? chunk : chunk.subarray(0, n)));
     if (n < chunk.length) this.buf = chunk.subarray(n);
     if (req.remaining === 0) {
@@ -586,24 +586,62 @@ export interface Http1Server {
   closeAll(): void;
 }
 
+// Node's own answers to its parser's errors ('clientError' without a listener); others are 400.
+const PARSER_ERROR_STATUS: Readonly<Record<string, number>> = { HPE_HEADER_OVERFLOW: 431, HPE_CHUNK_EXTENSIONS_OVERFLOW: 413, ERR_HTTP_REQUEST_TIMEOUT: 408 };
+
+/**
+ * Node's server's parser errors, answered as node answers them (a bare status, the connection
+ * closed), except bytes after a request that closes its connection (HTTP/1.0 without keep-alive,
+ * `Connection: close`, often pipelined by HTTP/1.0 tools): llhttp refuses them, and node's
+ * default then wrote a 400 in place of the answer under way and cut the connection. They are
+ * dropped, as the own server drops them; that answer goes out and closes the connection.
+ */
+function onNodeClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
+  if (err.code === 'HPE_CLOSED_CONNECTION') return;
+  const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+  // As node: nothing is written into an answer whose head is out.
+  if (socket.writable && !inFlight?.headersSent) {
+    const status = PARSER_ERROR_STATUS[err.code ?? ''] ?? 400;
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nConnection: close\r\n\r\n`);
+  }
+  socket.destroy(err);
+}
+
 class Http1ServerImpl implements Http1Server {
   readonly connections = new Set<Http1Connection>();
   maxHeaderSize: number;
+  readonly bodyIdleMs: number;
   draining = false;
   readonly onRequest: (req: FastRequest, res: FastResponse) => void;
   readonly fallback: Server;
 
-  constructor(opts: { onRequest: (req: FastRequest, res: FastResponse) => void; fallback: Server; maxHeaderSize: number }) {
+  constructor(opts: Http1ServerOptions) {
     this.onRequest = opts.onRequest;
     this.fallback = opts.fallback;
     this.maxHeaderSize = opts.maxHeaderSize;
+    this.bodyIdleMs = opts.bodyIdleMs ?? BODY_IDLE_MS;
     // Node's server times out a slow head (headersTimeout, 60 s as here) only on connections it
     // tracks, and starts tracking when it listens, which the fallback never does: without this a
     // connection handed to it could trickle its next head forever. Its requestTimeout (a whole
     // request within 5 minutes) stays off: the own server bounds no upload's total time either.
     opts.fallback.requestTimeout = 0;
     opts.fallback.emit('listening');
+    opts.fallback.on('request', this.timeBody);
+    opts.fallback.on('clientError', onNodeClientError);
   }
+
+  /**
+   * A request body on node's server may pause up to bodyIdleMs too (node has no such timeout):
+   * the socket's timeout runs from its last byte either way, and node hands it to the request
+   * while its body is incomplete, else to the response. So the request's closes the connection
+   * (a stalled upload held it open for good), and the response's turns the timeout off once the
+   * body is whole: a slow origin is read_timeout_ms's business, keep-alive node's own.
+   */
+  private readonly timeBody = (req: IncomingMessage, res: ServerResponse): void => {
+    const socket = req.socket;
+    req.setTimeout(this.bodyIdleMs, () => socket.destroy());
+    res.on('timeout', () => socket.setTimeout(0));
+  };
 
   accept(socket: Socket): void {
     this.connections.add(new Http1Connection(this, socket));
@@ -626,11 +664,17 @@ class Http1ServerImpl implements Http1Server {
   }
 }
 
-/**
- * Creates the server for one listener; runs once per listener at start. `onRequest` is the data
- * plane's request handler; `fallback` is node's server (not listening) that takes connections
- * with requests outside the fast path.
- */
-export function createHttp1Server(opts: { onRequest: (req: FastRequest, res: FastResponse) => void; fallback: Server; maxHeaderSize: number }): Http1Server {
+export interface Http1ServerOptions {
+  /** The data plane's request handler. */
+  onRequest: (req: FastRequest, res: FastResponse) => void;
+  /** Node's server (not listening): it takes connections with requests outside the fast path. */
+  fallback: Server;
+  maxHeaderSize: number;
+  /** How long a request body may pause on either server (60 s; tests shorten it). */
+  bodyIdleMs?: number;
+}
+
+/** Creates the server for one listener; runs once per listener at start. */
+export function createHttp1Server(opts: Http1ServerOptions): Http1Server {
   return new Http1ServerImpl(opts);
 }

@@ -3,7 +3,7 @@
  * per-site certificates chosen by SNI; no default certificate, so a handshake without a known
  * name fails). Addresses are bound once at start; a reload only changes what they serve.
  */
-import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Server as NetServer } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import type { Logger } from 'pino';
@@ -40,6 +40,27 @@ function listen(server: NetServer, address: string, reusePort: boolean): Promise
   });
 }
 
+/**
+ * Node's 'checkContinue': node would answer `Expect: 100-continue` at once, inviting a body the
+ * proxy may then refuse (413 for its length, 421, a ban, an ACL) and throw away. The client is
+ * asked for the body when something reads it (the WAF's body phase, forwarding), after every
+ * check, as nginx sends 100 Continue when it starts reading the body. A refusal goes out without
+ * it, and node closes such a connection (the client may be sending the body regardless).
+ */
+function continueWhenRead(server: Server): (req: IncomingMessage, res: ServerResponse) => void {
+  return function onCheckContinue(req, res) {
+    const read = req._read.bind(req);
+    req._read = (size) => {
+      req._read = read;
+      // Reads after the answer (an unread body dropped) ask for nothing.
+      if (!res.headersSent) res.writeContinue();
+      read(size);
+    };
+    // What node does after its 100 Continue: every 'request' listener serves it.
+    server.emit('request', req, res);
+  };
+}
+
 /** One bound address: the socket server, the own HTTP/1.1 server, and node's for the rest. */
 interface Listener {
   socketServer: NetServer;
@@ -69,6 +90,7 @@ export async function startListeners(opts: {
     // Node's server aborts the requests of a client that half-closes (`nc -N`, HTTP/1.0 tools)
     // unless told otherwise; the own server answers them, and so must this one.
     (fallback as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
+    fallback.on('checkContinue', continueWhenRead(fallback));
     fallback.on('upgrade', plane.upgradeHandler(scheme));
     fallback.on('connect', plane.connectHandler(scheme));
     const fast = createHttp1Server({ onRequest: plane.handler(scheme), fallback, maxHeaderSize: opts.maxHeaderSize });

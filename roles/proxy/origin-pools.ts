@@ -60,8 +60,11 @@ export interface Origin {
   backoffUntil(): number;
   /** A connection to the origin failed (`code`: why): back off for longer each time in a row. */
   recordFailure(now: number, code: string): void;
-  /** A request to the reachable origin failed before its response (a timeout, a broken answer). */
-  recordError(code: string): void;
+  /**
+   * A request to the reachable origin failed (a timeout, a broken answer): before its response
+   * (the client got 502), or with `cut`, part-way through its body (the client's answer was cut).
+   */
+  recordError(code: string, cut?: boolean): void;
   /** A response arrived: the origin is reachable again. */
   recordSuccess(): void;
 }
@@ -209,8 +212,8 @@ export function createOriginPools(opts: { graceMs?: number; table?: SharedTable;
         table.unlock();
         if (at !== -1) logger?.info({ origin: s.url }, 'origin reachable again');
       },
-      recordError(code) {
-        warn(code, 'origin request failed: the client got 502');
+      recordError(code, cut) {
+        warn(code, cut ? 'origin request failed: the client got a cut response' : 'origin request failed: the client got 502');
       },
     };
     const idleMs = Math.max(s.keepalive_secs * 1000, 1_000);

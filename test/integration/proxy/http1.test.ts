@@ -17,6 +17,9 @@ import { api, makeRoot, startProxy, until, type ProxyRoot } from './harness.ts';
 let root: ProxyRoot;
 let proxy: Daemon;
 let origin: Server;
+// The same answers on a port of their own (site cut.test): its failures are logged apart from
+// raw.test's, which are logged at most once a minute.
+let cutOrigin: Server;
 // Connections the origin accepted, and the paths whose connection it drops at the next request.
 let originConnections = 0;
 let originCloses = 0;
@@ -99,6 +102,11 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
       socket.write(Buffer.concat([Buffer.from(`HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n${gz.length.toString(16)}\r\n`), gz, Buffer.from('\r\n0\r\n\r\n')]));
       return;
     }
+    case '/cut':
+      // Half of the body it announces, then the connection closes.
+      socket.write('HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello');
+      setTimeout(() => socket.destroy(), 50);
+      return;
     case '/hang':
       // Never answers: the proxy's read timeout decides.
       return;
@@ -121,7 +129,7 @@ function answer(socket: Socket, head: string, body: Buffer, state: { dropNext: b
 }
 
 before(async () => {
-  origin = createServer((socket) => {
+  const serve = (socket: Socket): void => {
     originConnections++;
     const state = { dropNext: false };
     let buf: Buffer = Buffer.alloc(0);
@@ -134,12 +142,18 @@ before(async () => {
         answer(socket, r.head, r.body, state);
       }
     });
-  });
+  };
+  origin = createServer(serve);
+  cutOrigin = createServer(serve);
   await new Promise<void>((r) => origin.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => cutOrigin.listen(0, '127.0.0.1', r));
   const port = (origin.address() as { port: number }).port;
+  const quiet = { bot: { enabled: false }, rate_limit: { enabled: false } };
   root = await makeRoot({
     sites: {
-      'raw.yaml': { id: 'raw', hostnames: [HOST], origin: { url: `http://127.0.0.1:${port}`, read_timeout_ms: 700, keepalive_secs: 2 }, protection: { bot: { enabled: false }, rate_limit: { enabled: false } } },
+      'raw.yaml': { id: 'raw', hostnames: [HOST], origin: { url: `http://127.0.0.1:${port}`, read_timeout_ms: 700, keepalive_secs: 2 }, protection: quiet },
+      'cut.yaml': { id: 'cut', hostnames: ['cut.test'], origin: { url: `http://127.0.0.1:${(cutOrigin.address() as { port: number }).port}` }, protection: quiet },
+      'deny.yaml': { id: 'deny', hostnames: ['deny.test'], origin: { url: `http://127.0.0.1:${port}` }, protection: { ...quiet, acl: { whitelist: ['192.0.2.1'] } } },
     },
   });
   proxy = await startProxy(root);
@@ -148,6 +162,7 @@ before(async () => {
 after(async () => {
   await proxy?.stop('SIGKILL');
   await new Promise((r) => origin.close(r));
+  await new Promise((r) => cutOrigin.close(r));
 });
 
 /** Writes `bytes` on a new connection and collects what comes back until `done` says enough. */
@@ -445,6 +460,62 @@ test('a half-closing client of a request handed to node (HTTP/1.0, chunked uploa
     assert.equal((await answers(`POST /echo?up HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`)).length, 3);
     assert.equal((await answers(`POST /echo?expect HTTP/1.1\r\nHost: ${HOST}\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok`)).length, 2);
   }
+});
+
+/** Writes `bytes` on a new connection and resolves with all that comes back once the proxy closes it. */
+function untilClosed(bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1', () => socket.write(bytes));
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    socket.on('close', () => resolve(got));
+    socket.on('error', reject);
+    socket.setTimeout(3000, () => reject(new Error(`the connection stayed open; got ${JSON.stringify(got)}`)));
+  });
+}
+
+test('Expect: 100-continue gets 100 Continue only once every check passed; a refusal comes without it and closes the connection', async () => {
+  const expect = (host: string, length: number): string => `POST /echo HTTP/1.1\r\nHost: ${host}\r\nExpect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`;
+  // Over max_body_bytes (16 MiB), an unknown Host, a client the site's ACL refuses.
+  for (const [host, length, status] of [[HOST, 20_000_000, 413], ['nowhere.test', 20, 421], ['deny.test', 20, 403]] as const) {
+    const text = await untilClosed(expect(host, length));
+    assert.doesNotMatch(text, /100 Continue/, `${host}: no body was to be sent`);
+    assert.match(text, new RegExp(`^HTTP/1\\.1 ${status} `), host);
+  }
+  // Allowed: the client waits for the 100 before it sends its body.
+  const text = await new Promise<string>((resolve, reject) => {
+    const socket = connect(root.httpPort, '127.0.0.1', () => socket.write(expect(HOST, 2)));
+    let got = '';
+    socket.on('data', (d: Buffer) => {
+      if (got === '' && d.toString('latin1').startsWith('HTTP/1.1 100 Continue\r\n\r\n')) socket.write('ok');
+      got += d.toString('latin1');
+      if (responses(got).some((r) => r.status === 200)) {
+        socket.destroy();
+        resolve(got);
+      }
+    });
+    socket.on('error', reject);
+    socket.setTimeout(3000, () => reject(new Error(`no answer: ${JSON.stringify(got)}`)));
+  });
+  const [cont, ok] = responses(text);
+  assert.equal(cont?.status, 100);
+  assert.equal(JSON.parse(ok?.body ?? '{}').length, 2);
+});
+
+test('a request that closes its connection (HTTP/1.0, Connection: close) is answered when more requests follow it; the rest is dropped', async () => {
+  const follow = get('/echo?second');
+  for (const first of [`GET /echo?v10 HTTP/1.0\r\nHost: ${HOST}\r\n\r\n`, `POST /echo?close HTTP/1.1\r\nHost: ${HOST}\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n`]) {
+    const answers = responses(await untilClosed(first + follow));
+    assert.equal(answers.length, 1, JSON.stringify(answers));
+    assert.equal(answers[0]?.status, 200);
+    assert.match(JSON.parse(answers[0]?.body ?? '{}').head, /^(GET \/echo\?v10|POST \/echo\?close) /);
+  }
+});
+
+test('an origin that closes part-way through its body: the client sees a cut answer and the log says origin request failed', async () => {
+  const text = await untilClosed(`GET /cut HTTP/1.1\r\nHost: cut.test\r\n\r\n`);
+  assert.match(text, /^HTTP\/1\.1 200 [^]*\r\n\r\nhello$/);
+  await proxy.waitFor(/"error":"ORIGIN_CLOSED".*origin request failed: the client got a cut response/, 3000);
 });
 
 test('a head sent a byte at a time is served (incrementally parsed, not rescanned)', async () => {
