@@ -214,15 +214,15 @@ class OriginExchange implements Exchange {
   }
 
   private endBody(chunked: boolean): void {
-    if (chunked) (this.conn as Conn).socket.write('0\r\n\r\n', 'latin1');
+    const conn = this.conn as Conn;
+    if (chunked) conn.socket.write('0\r\n\r\n', 'latin1');
     this.requestSent = true;
+    // The origin has the whole request: its answer is timed from here.
+    conn.deadline = deadlineIn(this.pool.target.readTimeoutMs);
   }
 
   private countSent(n: number): void {
-    if (n === 0) return;
-    // An upload in progress is activity too: the read timeout runs from its last byte.
-    if (this.conn) this.conn.deadline = deadlineIn(this.pool.target.readTimeoutMs);
-    this.handler.onBodySent(n);
+    if (n !== 0) this.handler.onBodySent(n);
   }
 
   /** Streams the rest of the request body with backpressure both ways. */
@@ -240,8 +240,15 @@ class OriginExchange implements Exchange {
       const ok = this.writeBody(chunk, chunked);
       this.countSent(chunk.length);
       if (!ok) {
+        // The origin is not taking the body: that wait is the origin's, timed as its answer is.
+        const conn = this.conn as Conn;
+        conn.deadline = deadlineIn(this.pool.target.readTimeoutMs);
         rest.pause();
-        socket.once('drain', () => rest.resume());
+        socket.once('drain', () => {
+          // Back to the client's pace, unless the origin has begun its answer (timed by its bytes).
+          if (!this.over && !this.gotBytes) conn.deadline = 0;
+          rest.resume();
+        });
       }
     };
     const onEnd = (): void => {
@@ -262,6 +269,9 @@ class OriginExchange implements Exchange {
     rest.once('end', onEnd);
     rest.once('close', onGone);
     rest.once('error', onGone);
+    // While the client is still sending, a pause is the client's: its body idle timeout (60 s)
+    // ends a stalled upload, and read_timeout_ms would blame the origin for it with a 502.
+    (this.conn as Conn).deadline = 0;
     rest.resume();
   }
 

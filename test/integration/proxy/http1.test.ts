@@ -425,6 +425,31 @@ test('timeouts: an origin that does not answer is a 502 after read_timeout_ms; i
   assert.ok(closedAfter >= 4500 && closedAfter < 7000, `closed ${Math.round(closedAfter)} ms after the answer`);
 });
 
+test('an upload the client pauses for longer than read_timeout_ms is not blamed on the origin: it goes through whole on both servers', async () => {
+  const send = (first: string, second: string): Promise<{ status: number; body: string } | undefined> =>
+    new Promise((resolve, reject) => {
+      const socket = connect(root.httpPort, '127.0.0.1');
+      let text = '';
+      socket.on('data', (d: Buffer) => {
+        text += d.toString('latin1');
+        const [r] = responses(text);
+        if (r === undefined) return;
+        socket.destroy();
+        resolve(r);
+      });
+      socket.on('error', reject);
+      socket.write(first);
+      // Twice the site's read_timeout_ms (700 ms) with nothing sent.
+      setTimeout(() => socket.write(second), 1400);
+    });
+  const fast = await send(`POST /echo HTTP/1.1\r\nHost: ${HOST}\r\nContent-Length: 10\r\n\r\n12345`, '67890');
+  assert.equal(fast?.status, 200, 'the own server: not a 502 origin.timeout while the client paused');
+  assert.equal((JSON.parse(fast.body) as { length: number }).length, 10);
+  const chunked = await send(`POST /echo HTTP/1.1\r\nHost: ${HOST}\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n12345\r\n`, '5\r\n67890\r\n0\r\n\r\n');
+  assert.equal(chunked?.status, 200, "node's server: not a 502 origin.timeout while the client paused");
+  assert.equal((JSON.parse(chunked.body) as { length: number }).length, 10);
+});
+
 test('a client that half-closes after its requests still gets every answer, then the connection ends', async () => {
   const text = await new Promise<string>((resolve, reject) => {
     const socket = connect(root.httpPort, '127.0.0.1', () => socket.end(get('/echo?a') + get('/chunked')));
