@@ -72,6 +72,15 @@ function banIp(raw: unknown): string {
   return ip;
 }
 
+/**
+ * The `site` query parameter of the reads: one site id, `-`, or absent. Sent twice it arrives as
+ * a list, which names no site: said, rather than answered as an empty list or echoed as `site`.
+ */
+function siteQuery(raw: unknown): string | undefined {
+  if (raw === undefined || typeof raw === 'string') return raw;
+  throw new AppError('ERR_BAD_REQUEST', 'site must be given once', { status: 400 });
+}
+
 function banJson(b: Ban, now: number): Record<string, unknown> {
   return {
     ip: b.ip,
@@ -214,7 +223,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           return api.ok(siteJson(site.config));
         });
         secured.get<{ Querystring: { site?: string; limit?: string } }>('/stats/minutes', (req) => {
-          const site = req.query.site;
+          const site = siteQuery(req.query.site);
           if (site === undefined || site === '') throw new AppError('ERR_BAD_REQUEST', 'site is required (a site id, or - for requests no site matched)', { status: 400 });
           const limit = req.query.limit === undefined ? DEFAULT_MINUTES : Number(req.query.limit);
           if (!Number.isInteger(limit) || limit < 1) throw new AppError('ERR_BAD_REQUEST', 'limit must be a positive integer', { status: 400 });
@@ -291,7 +300,7 @@ export function createAdminApi(opts: AdminApiOptions): ApiServer {
           const cap = runtime.current().global.events.recent_buffer;
           const limit = req.query.limit === undefined ? Math.min(DEFAULT_EVENT_LIMIT, cap) : Number(req.query.limit);
           if (!Number.isInteger(limit) || limit < 1) throw new AppError('ERR_BAD_REQUEST', 'limit must be a positive integer', { status: 400 });
-          const site = req.query.site;
+          const site = siteQuery(req.query.site);
           // `site=-` asks for the requests no site matched.
           const list = events.recent({ ...(site === undefined ? {} : { site: site === '-' ? null : site }), limit: Math.min(limit, cap) });
           return api.ok({ events: list });

@@ -249,7 +249,8 @@ export function createConfigWriter(runtime: ProxyRuntime): ConfigWriter {
     replaceSite(id, body) {
       const current = findSite(id);
       const value = withHeaderTargets(plainObject(body, 'a site'));
-      if (value['id'] !== undefined && value['id'] !== '' && value['id'] !== id) {
+      // Left out, null or "" all say "this site's id", as `id:` left empty does in a file.
+      if (value['id'] !== undefined && value['id'] !== null && value['id'] !== '' && value['id'] !== id) {
         throw new AppError('ERR_BAD_REQUEST', `the body's id ${JSON.stringify(value['id'])} differs from ${JSON.stringify(id)}: ids cannot change, create a new site instead`, { status: 400 });
       }
       let old = '';

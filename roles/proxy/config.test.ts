@@ -197,3 +197,12 @@ test('admin tokens: one token listed twice, or a token with whitespace, is a pro
   assert.match(text, /\/admin\/tokens\/3\/token: must not contain whitespace/);
   assert.doesNotMatch(text, /^ *\/admin\/tokens\/0\//m, 'the first of two equal tokens is not the problem');
 });
+
+test('listen addresses: one address serving two listeners is a problem naming both, whatever its spelling', () => {
+  const tokens = 'admin:\n  listen: "[::ffff:127.0.0.1]:8080"\n  tokens:\n    - {name: ops, token: 0123456789abcdef0123}\n';
+  const text = problems(loadRoot({}, `listen_http: ["127.0.0.1:8080", "0.0.0.0:80"]\nlisten_https: ["0.0.0.0:80", "0.0.0.0:443"]\n${tokens}`));
+  assert.match(text, /\/listen_https\/0: is the same address as \/listen_http\/1/);
+  assert.match(text, /\/admin\/listen: is the same address as \/listen_http\/0/);
+  assert.doesNotMatch(text, /listen_https\/1|listen_http\/[01]:/, 'the first listener of an address and distinct ones are fine');
+  assert.equal(problems(loadRoot({}, `listen_http: ["127.0.0.1:80"]\nlisten_https: ["127.0.0.1:443"]\n${tokens}`)), '');
+});

@@ -8,7 +8,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { ScalarTag } from 'yaml';
 import { ConfigError, loadConfigFile, type ConfigProblem, type ConfigSpec } from '../../src/core/config-loader.ts';
-import { at, checkCidrList, checkListen, httpUrlProblem } from '../../src/core/config-checks.ts';
+import { at, checkCidrList, checkListen, httpUrlProblem, parseListen } from '../../src/core/config-checks.ts';
+import { canonicalIp } from '../../src/lib/ip-match.ts';
 import { validateProxyGlobalConfig, validateProxySiteConfig } from '../../src/contracts/validators.js';
 import { proxyGlobalConfigSchema, proxySiteConfigSchema } from '../../src/contracts/schemas.ts';
 import type { ProxyGlobalConfig, ProxySiteConfig } from '../../src/contracts/types.ts';
@@ -41,11 +42,9 @@ export const proxyGlobalSpec: ConfigSpec<ProxyGlobalConfig> = {
   validate: validateProxyGlobalConfig,
   schema: proxyGlobalConfigSchema,
   checks(config, problems) {
-    for (const list of ['/listen_http', '/listen_https']) {
-      const v = at(config, list);
-      if (Array.isArray(v)) v.forEach((_, i) => checkListen(config, `${list}/${i}`, problems));
-    }
-    checkListen(config, '/admin/listen', problems);
+    const listens = listenPaths(config);
+    for (const path of listens) checkListen(config, path, problems);
+    checkListensDistinct(config, listens, problems);
     const tokens = at(config, '/admin/tokens');
     if (Array.isArray(tokens) && tokens.length === 0) {
       problems.push({ path: '/admin/tokens', message: 'at least one admin token is required (name, token of 16+ characters, role)' });
@@ -55,6 +54,37 @@ export const proxyGlobalSpec: ConfigSpec<ProxyGlobalConfig> = {
     checkCidrList(config, '/global_acl/whitelist', problems);
   },
 };
+
+/** The JSON pointers of every listen address: each data-plane listener, then admin.listen. */
+function listenPaths(config: unknown): string[] {
+  const paths: string[] = [];
+  for (const list of ['/listen_http', '/listen_https']) {
+    const v = at(config, list);
+    if (Array.isArray(v)) v.forEach((_, i) => paths.push(`${list}/${i}`));
+  }
+  paths.push('/admin/listen');
+  return paths;
+}
+
+/**
+ * Every listener needs an address of its own. The data plane binds with SO_REUSEPORT, so an
+ * address listed twice (an HTTP and an HTTPS listener on one port) binds twice without an error
+ * and the kernel deals the connections to both at random; admin.listen on a data-plane address
+ * fails the start with an "address already in use" that names no other program.
+ */
+function checkListensDistinct(config: unknown, paths: readonly string[], problems: ConfigProblem[]): void {
+  const first = new Map<string, string>();
+  for (const path of paths) {
+    const v = at(config, path);
+    const parsed = typeof v === 'string' ? parseListen(v) : undefined;
+    if (!parsed) continue;
+    // One spelling per address: `[::ffff:127.0.0.1]:80` is `127.0.0.1:80`.
+    const key = `${canonicalIp(parsed.host) ?? parsed.host}:${parsed.port}`;
+    const earlier = first.get(key);
+    if (earlier === undefined) first.set(key, path);
+    else problems.push({ path, message: `is the same address as ${earlier} (${JSON.stringify(v)}): each listener needs an address of its own` });
+  }
+}
 
 /**
  * Admin tokens: a token listed twice would get whichever role comes first, and one with

@@ -250,6 +250,10 @@ test('site CRUD writes the files and applies at once', async () => {
 
   const idChange = await api(root, 'PUT', '/sites/crud.test', { body: { ...got.body.data, id: 'other' } });
   assert.equal(idChange.status, 400);
+  // null says "no id given", as `id:` left empty in a file and in POST: the site keeps its own.
+  const nullId = await api(root, 'PUT', '/sites/crud.test', { body: { ...got.body.data, id: null, hostnames: ['crud.test', 'crud2.test'] } });
+  assert.equal(nullId.status, 200, JSON.stringify(nullId.body));
+  assert.match(readFileSync(file, 'utf8'), /^id: crud\.test$/m);
 
   const list = await api(root, 'GET', '/sites');
   assert.ok(list.body.data.sites.some((s: { id: string; hostnames: string[] }) => s.id === 'crud.test' && s.hostnames.includes('crud2.test')));
@@ -385,6 +389,11 @@ test('bad bodies: every validation problem at once, malformed JSON, not an objec
   assert.equal(array.status, 400);
   assert.equal(array.body.meta.code, 'ERR_BAD_REQUEST');
   assert.equal((await api(root, 'GET', '/events/recent?limit=0')).status, 400);
+  // A repeated site names no site: a 400, not an empty list or a list echoed as data.site.
+  for (const path of ['/events/recent?site=main&site=spare', '/stats/minutes?site=main&site=spare']) {
+    const twice = await api(root, 'GET', path);
+    assert.deepEqual([twice.status, twice.body.meta.code], [400, 'ERR_BAD_REQUEST'], `${path}: ${JSON.stringify(twice.body)}`);
+  }
   const unknown = await api(root, 'GET', '/nothing-here');
   assert.deepEqual([unknown.status, unknown.body.meta.code], [404, 'ERR_NOT_FOUND']);
 });
