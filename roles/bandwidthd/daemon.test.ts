@@ -187,6 +187,28 @@ test('the quota warning and the exceeded quota are both logged, with usage and q
   assert.equal(quota[0]?.usage_bytes, 600 * KB);
 });
 
+test('a store that refuses writes (full disk): the exceeded quota is still told, and the repeating poll failure is one error event', async () => {
+  const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+  const full = { on: false };
+  const failing: BandwidthdStore = {
+    ...store,
+    upsert: (row) => {
+      if (full.on) throw new Error('database or disk is full');
+      store.upsert(row);
+    },
+  };
+  const r = rig({ bandwidth: { poll_interval: '50ms' } }, { store: failing });
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  full.on = true;
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 2 * 1024 * KB });
+  const end = Date.now() + 5000;
+  while (!r.sent.includes('error') && Date.now() < end) await new Promise((res) => setTimeout(res, 50));
+  await new Promise((res) => setTimeout(res, 300)); // several more failing polls
+  assert.equal(r.daemon.status().containers[0]?.exceeded, true);
+  assert.deepEqual(r.sent, ['container_found', 'quota_exceeded', 'error'], 'one error event for the repeating failure');
+});
+
 test('disconnect_on_exceeded removes every rule of the exceeded container', async () => {
   const r = rig({ quota: { disconnect_on_exceeded: true } });
   r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
@@ -276,6 +298,23 @@ test('a container recreated under its name keeps the usage of the day and its ex
   assert.equal(now?.mode, 'exceeded');
   assert.equal(r.applied.at(-1)?.find((a) => a.iface === 'veth202')?.down?.rateBps, 2e6, 'throttled from its first cycle');
   assert.equal(r.sent.filter((e) => e === 'quota_exceeded').length, 1, 'no second quota_exceeded for the same day');
+});
+
+test('a running container renamed keeps its day under the new name; a new container given the old name starts from zero', async () => {
+  const r = rig({});
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.start();
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 600 * KB });
+  await r.daemon.cycle();
+  // docker rename web web-old, then docker stop web-old and docker run --name web ...
+  r.containers.splice(0, 1, { ...(r.containers[0] as ContainerInfo), name: 'web-old' });
+  await r.daemon.cycle();
+  assert.equal(r.store.container('a'.repeat(64))?.name, 'web-old');
+  r.containers.splice(0, 1, { ...(r.containers[0] as ContainerInfo), running: false, pid: 0 }, { id: 'b'.repeat(64), name: 'web', labels: {}, running: true, pid: 202, networkMode: 'default' });
+  r.counters.set('veth202', { rxBytes: 0, txBytes: 0 });
+  await r.daemon.cycle();
+  assert.equal(r.daemon.status().containers.find((c) => c.id === 'b'.repeat(64))?.rx_day_bytes, 0);
+  assert.equal(r.store.container('a'.repeat(64))?.rx_day, 600 * KB);
 });
 
 test('history: hourly usage kept, yesterday exported as CSV and JSON, rows past retention removed', async () => {
@@ -572,12 +611,29 @@ test('a running container given a new veth under the same pid (network disconnec
   r.veths.set(101, { iface: 'veth901', ifindex: 901 });
   r.counters.set('veth901', { rxBytes: 7 * KB, txBytes: 50 * KB });
   await r.daemon.cycle();
-  assert.deepEqual(r.daemon.status().containers.map((c) => [c.iface, c.rx_day_bytes]), [['veth901', 300 * KB]], 'a new baseline, nothing lost');
+  assert.deepEqual(r.daemon.status().containers.map((c) => [c.iface, c.rx_day_bytes]), [['veth901', 350 * KB]], 'the new veth counts from its creation: nothing lost');
   assert.deepEqual(r.applied.at(-1)?.map((a) => a.iface), ['veth901']);
   r.counters.set('veth901', { rxBytes: 7 * KB, txBytes: 150 * KB });
   await r.daemon.cycle();
-  assert.equal(r.daemon.status().containers[0]?.rx_day_bytes, 400 * KB);
+  assert.equal(r.daemon.status().containers[0]?.rx_day_bytes, 450 * KB);
   assert.deepEqual(r.sent, ['container_found']);
+});
+
+test('a veth found at start only sets a baseline; one made later (a restart, a new container) counts from its creation', async () => {
+  const r = rig({});
+  r.counters.set('veth101', { rxBytes: 0, txBytes: 500 * KB }); // traffic from before this run
+  await r.daemon.start();
+  assert.equal(r.daemon.status().containers[0]?.rx_day_bytes, 0);
+  // docker restart web: stopped, then running again with a new pid and veth that already carried traffic.
+  const web = r.containers[0] as ContainerInfo;
+  r.containers.splice(0, 1, { ...web, running: false, pid: 0 });
+  await r.daemon.cycle();
+  r.containers.splice(0, 1, { ...web, pid: 303 });
+  r.containers.push({ id: 'c'.repeat(64), name: 'api', labels: {}, running: true, pid: 404, networkMode: 'default' });
+  r.counters.set('veth303', { rxBytes: 0, txBytes: 200 * KB });
+  r.counters.set('veth404', { rxBytes: 0, txBytes: 70 * KB });
+  await r.daemon.cycle();
+  assert.deepEqual(r.daemon.status().containers.map((c) => [c.name, c.rx_day_bytes]), [['web', 200 * KB], ['api', 70 * KB]]);
 });
 
 test('the health job counts a repair that tc failed as failed, not repaired', async () => {

@@ -268,6 +268,11 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     }
     const t = now();
     const known = new Map(list.map((c) => [c.id, c]));
+    // A veth the first listing of this run finds may predate it: its counters only set a baseline.
+    // One found later was created since the last listing (a start, a restart, a reconnected
+    // network) and holds this container's traffic alone, none of it counted yet: it counts from
+    // zero, else every restart would let a poll interval of traffic go unmetered.
+    const newVethBaseline = parkedFromStore ? 0 : null;
     if (!parkedFromStore) {
       // What an earlier run managed is no news at this start: a container still there is managed
       // again without container_found, one gone while the daemon was down is container_removed
@@ -296,6 +301,12 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (old && old.iface === veth.iface && old.ifindex === veth.ifindex) {
         old.quotaBytes = quota.bytes;
         old.name = c.name;
+        if (old.row.name !== c.name) {
+          // `docker rename`: stored at once, since a successor is found by the stored name. Under
+          // the old one, a new container taking that name would inherit this one's day.
+          old.row.name = c.name;
+          store.upsert(old.row);
+        }
         continue;
       }
       if (quota.bad !== undefined) log.warn({ container: c.name, value: quota.bad }, `label ${QUOTA_LABEL} is not a decimal number of GB at or above 0; the default quota applies`);
@@ -303,9 +314,9 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       const prev = store.container(c.id);
       let row: ContainerRow;
       if (prev) {
-        row = { ...prev, name: c.name, iface: veth.iface, last_rx: prev.iface === veth.iface ? prev.last_rx : null, last_tx: prev.iface === veth.iface ? prev.last_tx : null, last_seen_at: t };
+        row = { ...prev, name: c.name, iface: veth.iface, last_rx: prev.iface === veth.iface ? prev.last_rx : newVethBaseline, last_tx: prev.iface === veth.iface ? prev.last_tx : newVethBaseline, last_seen_at: t };
       } else {
-        row = { id: c.id, name: c.name, iface: veth.iface, rx_day: 0, tx_day: 0, last_rx: null, last_tx: null, warned: 0, exceeded: 0, first_seen_at: t, last_seen_at: t };
+        row = { id: c.id, name: c.name, iface: veth.iface, rx_day: 0, tx_day: 0, last_rx: newVethBaseline, last_tx: newVethBaseline, warned: 0, exceeded: 0, first_seen_at: t, last_seen_at: t };
         // A container removed and created again under its name (`docker rm` + `run`, or a panel
         // that recreates a server's container on each start) keeps the day's usage and state:
         // else recreating it would be a fresh daily allowance. The old row hands them over.
@@ -365,59 +376,64 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     const bucketMs = durationMs(config.history.rollup_interval);
     const hour = Math.floor(t / bucketMs) * bucketMs;
     const events: (() => void)[] = [];
-    store.database.transaction(() => {
-      for (const m of managed.values()) {
-        const c = counters.get(m.iface);
-        if (!c) continue;
-        const rxRaw = c.txBytes; // host TX = into the container
-        const txRaw = c.rxBytes;
-        const r = m.row;
-        // A counter that goes backwards was reset (new veth of the same name): count from zero.
-        const dRx = r.last_rx === null ? 0 : rxRaw >= r.last_rx ? rxRaw - r.last_rx : rxRaw;
-        const dTx = r.last_tx === null ? 0 : txRaw >= r.last_tx ? txRaw - r.last_tx : txRaw;
-        m.rxBps = elapsed > 0 ? (dRx * 8) / elapsed : 0;
-        m.txBps = elapsed > 0 ? (dTx * 8) / elapsed : 0;
-        r.last_rx = rxRaw;
-        r.last_tx = txRaw;
-        r.rx_day += dRx;
-        r.tx_day += dTx;
-        r.last_seen_at = t;
-        if ((dRx > 0 || dTx > 0) && config.history.enabled) store.addHourly(m.id, hour, dRx, dTx);
-        const q = evaluateQuota(r.rx_day + r.tx_day, m.quotaBytes, warnPct, r.warned === 1, r.exceeded === 1);
-        const dir = r.rx_day >= r.tx_day ? 'rx' : 'tx';
-        const data = {
-          container: m.name,
-          interface: m.iface,
-          direction: dir,
-          current_mbps: Math.round((dir === 'rx' ? m.rxBps : m.txBps) / 10_000) / 100,
-          limit_mbps: 0,
-          usage_pct: Math.round(q.pct * 10) / 10,
-          usage_bytes: r.rx_day + r.tx_day,
-          quota_bytes: m.quotaBytes,
-        };
-        if (q.warn) {
-          r.warned = 1;
-          data.limit_mbps = dir === 'rx' ? config.bandwidth.default_rx_mbps : config.bandwidth.default_tx_mbps;
-          events.push(() => {
-            // Logged as the exceeded quota is: an operator without webhooks learns it from the log.
-            log.info({ container: m.name, usage_bytes: data.usage_bytes, quota_bytes: m.quotaBytes }, `daily quota warning: ${data.usage_pct}% used`);
-            notifier.notify('quota_warning', `${m.name} used ${data.usage_pct}% of its daily quota`, data);
-          });
+    // The rows in memory take their new state even when the store refuses it (a full disk), and
+    // enforce() shapes by them: a warning or an exceeded quota is told all the same.
+    try {
+      store.database.transaction(() => {
+        for (const m of managed.values()) {
+          const c = counters.get(m.iface);
+          if (!c) continue;
+          const rxRaw = c.txBytes; // host TX = into the container
+          const txRaw = c.rxBytes;
+          const r = m.row;
+          // A counter that goes backwards was reset (new veth of the same name): count from zero.
+          const dRx = r.last_rx === null ? 0 : rxRaw >= r.last_rx ? rxRaw - r.last_rx : rxRaw;
+          const dTx = r.last_tx === null ? 0 : txRaw >= r.last_tx ? txRaw - r.last_tx : txRaw;
+          m.rxBps = elapsed > 0 ? (dRx * 8) / elapsed : 0;
+          m.txBps = elapsed > 0 ? (dTx * 8) / elapsed : 0;
+          r.last_rx = rxRaw;
+          r.last_tx = txRaw;
+          r.rx_day += dRx;
+          r.tx_day += dTx;
+          r.last_seen_at = t;
+          if ((dRx > 0 || dTx > 0) && config.history.enabled) store.addHourly(m.id, hour, dRx, dTx);
+          const q = evaluateQuota(r.rx_day + r.tx_day, m.quotaBytes, warnPct, r.warned === 1, r.exceeded === 1);
+          const dir = r.rx_day >= r.tx_day ? 'rx' : 'tx';
+          const data = {
+            container: m.name,
+            interface: m.iface,
+            direction: dir,
+            current_mbps: Math.round((dir === 'rx' ? m.rxBps : m.txBps) / 10_000) / 100,
+            limit_mbps: 0,
+            usage_pct: Math.round(q.pct * 10) / 10,
+            usage_bytes: r.rx_day + r.tx_day,
+            quota_bytes: m.quotaBytes,
+          };
+          if (q.warn) {
+            r.warned = 1;
+            data.limit_mbps = dir === 'rx' ? config.bandwidth.default_rx_mbps : config.bandwidth.default_tx_mbps;
+            events.push(() => {
+              // Logged as the exceeded quota is: an operator without webhooks learns it from the log.
+              log.info({ container: m.name, usage_bytes: data.usage_bytes, quota_bytes: m.quotaBytes }, `daily quota warning: ${data.usage_pct}% used`);
+              notifier.notify('quota_warning', `${m.name} used ${data.usage_pct}% of its daily quota`, data);
+            });
+          }
+          if (q.exceed) {
+            r.exceeded = 1;
+            r.warned = 1;
+            data.limit_mbps = config.quota.disconnect_on_exceeded ? 0 : dir === 'rx' ? config.quota.exceeded_speed_rx_mbps : config.quota.exceeded_speed_tx_mbps;
+            const what = config.quota.disconnect_on_exceeded ? 'all rate rules removed' : `throttled to ${config.quota.exceeded_speed_rx_mbps}/${config.quota.exceeded_speed_tx_mbps} Mbit/s`;
+            events.push(() => {
+              log.warn({ container: m.name, usage_bytes: data.usage_bytes, quota_bytes: m.quotaBytes }, `daily quota exceeded: ${what}`);
+              notifier.notify('quota_exceeded', `${m.name} exceeded its daily quota: ${what}`, data);
+            });
+          }
+          store.upsert(r);
         }
-        if (q.exceed) {
-          r.exceeded = 1;
-          r.warned = 1;
-          data.limit_mbps = config.quota.disconnect_on_exceeded ? 0 : dir === 'rx' ? config.quota.exceeded_speed_rx_mbps : config.quota.exceeded_speed_tx_mbps;
-          const what = config.quota.disconnect_on_exceeded ? 'all rate rules removed' : `throttled to ${config.quota.exceeded_speed_rx_mbps}/${config.quota.exceeded_speed_tx_mbps} Mbit/s`;
-          events.push(() => {
-            log.warn({ container: m.name, usage_bytes: data.usage_bytes, quota_bytes: m.quotaBytes }, `daily quota exceeded: ${what}`);
-            notifier.notify('quota_exceeded', `${m.name} exceeded its daily quota: ${what}`, data);
-          });
-        }
-        store.upsert(r);
-      }
-    });
-    for (const e of events) e();
+      });
+    } finally {
+      for (const e of events) e();
+    }
   }
 
   async function cycleNow(): Promise<void> {
@@ -578,9 +594,29 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     while (ring.length > config.status.history_size) ring.shift();
   }
 
-  function every(ms: number, fn: () => unknown): void {
+  /**
+   * Runs `fn` every `ms`. A failure (the store refusing writes on a full disk, say) is an `error`
+   * event, logged and sent once while it repeats, as an engine outage is, since it would repeat at
+   * every poll; its end is logged.
+   */
+  function every(task: string, ms: number, fn: () => unknown): void {
+    let failure: string | undefined;
     const t = setInterval(() => {
-      if (!stopped) void Promise.resolve().then(fn).catch((err: unknown) => log.error(`periodic task failed: ${errorMessage(err)}`));
+      if (stopped) return;
+      void Promise.resolve()
+        .then(fn)
+        .then(
+          () => {
+            if (failure !== undefined) log.info({ task }, 'periodic task works again');
+            failure = undefined;
+          },
+          (err: unknown) => {
+            if (errorMessage(err) === failure) return;
+            failure = errorMessage(err);
+            log.error({ task }, `periodic task failed: ${failure}`);
+            notifier.notify('error', `${task} failed: ${failure}`, { task });
+          },
+        );
     }, ms);
     timers.push(t);
   }
@@ -590,10 +626,10 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     timers = [];
     unwatch?.();
     unwatch = undefined;
-    every(durationMs(config.bandwidth.poll_interval), () => serial(async () => (await poll(), await enforce())));
-    every(durationMs(config.docker.discovery_interval), () => serial(async () => (await discover(), await enforce())));
-    every(durationMs(config.scheduler.check_interval), tick);
-    every(durationMs(config.status.update_interval), snapshot);
+    every('poll', durationMs(config.bandwidth.poll_interval), () => serial(async () => (await poll(), await enforce())));
+    every('discovery', durationMs(config.docker.discovery_interval), () => serial(async () => (await discover(), await enforce())));
+    every('scheduler', durationMs(config.scheduler.check_interval), tick);
+    every('status snapshot', durationMs(config.status.update_interval), snapshot);
     if (config.docker.watch_events) unwatch = deps.source.watch(() => void serial(async () => (await discover(), await enforce())));
   }
 
