@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startHostkit } from '../hostkit-process.ts';
 import { adminSession, type AdminSession } from './admin-session.ts';
 import { startPanel, type TestPanel } from './harness.ts';
 
@@ -545,6 +546,39 @@ describe('panel operations suite: multi-create, allocations, search, activity, b
     }
     assert.equal(((await web.get('/admin/ops/audit?action=paging&page=abc')).text.match(/<code>paging.check<\/code>/g) ?? []).length, 50, 'a malformed page is page 1');
     assert.match((await web.get('/admin/ops/audit?action=paging&page=2000000')).text, /Page 1000000 of 2/);
+  });
+
+  it('resumes a job a restart left pending, leaving out a tag deleted meanwhile', async (t) => {
+    const [alpha, second] = created as [number, number];
+    assert.equal((await web.request('POST', '/admin/ops/tags', { name: 'Doomed', color: '#000000' })).status, 303);
+    const doomed = ((await web.json<{ id: number; name: string }[]>('/admin/ops/tags/list')).find((t) => t.name === 'Doomed') as { id: number }).id;
+    assert.deepEqual([tagsOf(alpha).includes(tagGold), tagsOf(second).includes(tagGold)], [false, false]);
+    await panel.daemon.stop();
+    // What a dispatch stores before the queue runs it; the panel stopped first, then the tag went.
+    const pending = (uuid: string, tagIds: number[], serverIds: number[]): void => {
+      const job = db.prepare("INSERT INTO ops_bulk_jobs (uuid, type, label, status, options, actor_id, ip, total, created_at) VALUES (?, 'tags_add', 'Add tags', 'pending', ?, ?, '127.0.0.1', ?, ?) RETURNING id")
+        .get(uuid, JSON.stringify({ tag_ids: tagIds }), rootId, serverIds.length, new Date().toISOString()) as { id: number };
+      for (const id of serverIds) db.prepare("INSERT INTO ops_bulk_items (job_id, server_id, status) VALUES (?, ?, 'pending')").run(job.id, id);
+    };
+    pending('00000000-0000-4000-8000-000000000001', [doomed, tagGold], [alpha, second]);
+    pending('00000000-0000-4000-8000-000000000002', [doomed], [alpha]);
+    db.prepare('DELETE FROM ops_tags WHERE id = ?').run(doomed);
+    // The harness stops only the panel it started.
+    const restarted = startHostkit(['panel', 'serve', '--config', panel.config]);
+    t.after(() => restarted.stop());
+    await restarted.waitFor(/panel listening/);
+    const items = async (uuid: string): Promise<{ status: string; error: string | null }[]> => {
+      for (let i = 0; i < 200; i++) {
+        const job = db.prepare('SELECT id, status FROM ops_bulk_jobs WHERE uuid = ?').get(uuid) as { id: number; status: string };
+        if (job.status === 'finished') return (db.prepare('SELECT status, error FROM ops_bulk_items WHERE job_id = ? ORDER BY id').all(job.id) as { status: string; error: string | null }[]).map((r) => ({ ...r }));
+        await sleep(25);
+      }
+      throw new Error(`bulk job ${uuid} did not finish`);
+    };
+    assert.deepEqual(await items('00000000-0000-4000-8000-000000000001'), [{ status: 'success', error: null }, { status: 'success', error: null }]);
+    assert.deepEqual([tagsOf(alpha).includes(tagGold), tagsOf(second).includes(tagGold)], [true, true]);
+    assert.deepEqual(await items('00000000-0000-4000-8000-000000000002'), [{ status: 'failed', error: `the tags of this job were deleted since it was dispatched: ${doomed}` }]);
+    assert.doesNotMatch(restarted.output(), /FOREIGN KEY/);
   });
 });
 

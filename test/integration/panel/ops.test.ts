@@ -365,6 +365,17 @@ describe('panel operations suite: settings, tags, naming, templates', () => {
     assert.deepEqual(auditActions().filter((a) => a.startsWith('template.')), ['template.created', 'template.saved', 'template.revision', 'template.cloned', 'template.cloned', 'template.deleted', 'template.deleted', 'template.created']);
   });
 
+  it('cuts the default name of a clone by characters, never inside an emoji', async () => {
+    const long = '\u{1F600}'.repeat(100);
+    assert.equal((await web.request('POST', '/admin/ops/templates', { name: long, category: 'Emoji', config: {} })).status, 303);
+    const source = (await templates()).find((t) => t.name === long);
+    assert.ok(source !== undefined);
+    assert.equal((await web.request('POST', `/admin/ops/templates/${source.id}/clone`)).status, 303);
+    const copy = (await templates()).find((t) => t.id !== source.id && t.category === 'Emoji');
+    assert.equal(copy?.name, `${'\u{1F600}'.repeat(93)} (copy)`);
+    for (const t of [source, copy]) assert.equal((await web.request('DELETE', `/admin/ops/templates/${t?.id ?? 0}`)).status, 303);
+  });
+
   it('keeps every admin route behind the admin session', async () => {
     for (const path of ['/admin/ops', '/admin/ops/settings', '/admin/ops/tags/list', '/admin/ops/templates/options']) {
       const r = await fetch(`${panel.url}${path}`, { redirect: 'manual', headers: { accept: 'application/json' } });

@@ -424,6 +424,23 @@ describe('panel trash bin', () => {
     await del(owner, s1, { root: '/.trash', files: records(s1).map((e) => String(e.id)) });
   });
 
+  it('reads hand-written overrides past 2^53 - 1 as no practical limit instead of failing', async () => {
+    const huge = 2n ** 63n - 1n;
+    db.prepare('UPDATE trashbin_server_overrides SET max_bytes = ?, retention_hours = ? WHERE server_id = ?').run(huge, huge, s1.id);
+    const quota = await panel.api(owner, 'GET', `${files(s1)}/trash-quota`);
+    assert.equal(quota.status, 200, quota.text);
+    assert.deepEqual((quota.body as Item).attributes, { enabled: true, cap_bytes: Number.MAX_SAFE_INTEGER, used_bytes: 0, retention_hours: Number.MAX_SAFE_INTEGER });
+    writeFileSync(vol(s1, 'kept.txt'), 'kept');
+    assert.equal((await del(owner, s1, { root: '/', files: ['kept.txt'] })).status, 204);
+    const [kept] = records(s1);
+    db.prepare('UPDATE trashbin_entries SET deleted_at = ? WHERE id = ?').run(new Date(0).toISOString(), kept?.id ?? 0);
+    assert.equal((await web.post('/admin/trashbin/purge-now')).status, 303);
+    assert.deepEqual(records(s1).map((r) => r.path), ['kept.txt'], 'nothing is past such a retention');
+    assert.doesNotMatch(panel.daemon.output(), /trash purge of a server failed/);
+    db.prepare('UPDATE trashbin_server_overrides SET max_bytes = NULL, retention_hours = NULL WHERE server_id = ?').run(s1.id);
+    await del(owner, s1, { root: '/.trash', files: records(s1).map((e) => String(e.id)) });
+  });
+
   it('hard-deletes while the addon is switched off and keeps the existing trash', async () => {
     writeFileSync(vol(s1, 'kept.txt'), 'kept');
     await del(owner, s1, { root: '/', files: ['kept.txt'] });

@@ -142,9 +142,14 @@ export function createBulkRunner(ctx: PanelContext, service: OpsService): BulkRu
         return { status: 'failed', error: `${NO_DAEMON}: a reinstall cannot run` };
       case 'tags_add':
       case 'tags_remove': {
-        const changed = await store.changeServerTags(server.id, options.tag_ids ?? [], job.type === 'tags_add');
+        // A tag deleted since the dispatch (the job waited in the queue, or across a restart) took
+        // its links along: it is left out, and an add that has no tag left fails saying why.
+        const live = new Set((await store.tags()).map((t) => t.id));
+        const tagIds = (options.tag_ids ?? []).filter((id) => live.has(id));
+        if (job.type === 'tags_add' && tagIds.length === 0) return { status: 'failed', error: `the tags of this job were deleted since it was dispatched: ${(options.tag_ids ?? []).join(', ')}` };
+        const changed = await store.changeServerTags(server.id, tagIds, job.type === 'tags_add');
         if (changed === 0) return { status: 'skipped', error: job.type === 'tags_add' ? 'the server has these tags already' : 'the server has none of these tags' };
-        return done({ tag_ids: options.tag_ids ?? [] });
+        return done({ tag_ids: tagIds });
       }
     }
   };

@@ -370,7 +370,8 @@ export function createOpsService(ctx: PanelContext, store: OpsStore): OpsService
       // A blank or null name takes the default, as `nullable` would.
       const raw = trimInput(input ?? {}, ['name']);
       const v = validateClone(typeof raw === 'object' && raw !== null && (raw as Record<string, unknown>).name === null ? { ...raw, name: undefined } : raw);
-      const name = v.name ?? `${source.name.slice(0, 93)} (copy)`;
+      // Cut by characters, as the 100-character limit counts them: a UTF-16 cut could split an emoji in two.
+      const name = v.name ?? `${[...source.name].slice(0, 93).join('')} (copy)`;
       const t = await store.insertTemplate({ name, category: source.category, description: source.description, is_default: 0 }, source.config, who.actorId, now());
       await audit(who, 'template.cloned', { payload: { id: t.id, from: id, name } });
       return t;

@@ -186,7 +186,8 @@ export function createTrashService(ctx: PanelContext, store: TrashStore, now: ()
   }
 
   async function purgeServer(server: ServerRow, batch: number): Promise<number> {
-    const cutoff = now() - (await effective(server)).retentionHours * 3_600_000;
+    // A retention reaching back past 1970 (a hand-written override) expires nothing; as a date it would not exist.
+    const cutoff = Math.max(0, now() - (await effective(server)).retentionHours * 3_600_000);
     const before = new Date(cutoff).toISOString();
     let removed = 0;
     let orphaned: number[] = [];

@@ -77,9 +77,12 @@ function createSqliteTrashStore(database: Database): TrashStoreSync {
   const serverUsage = db.prepare('SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM trashbin_entries WHERE server_id = ?');
   const fleetUsage = db.prepare('SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes, COUNT(DISTINCT server_id) AS servers FROM trashbin_entries');
   const top = db.prepare('SELECT server_id, COUNT(*) AS entries, SUM(size) AS bytes FROM trashbin_entries GROUP BY server_id ORDER BY bytes DESC, server_id LIMIT ?');
-  const serverOverride = db.prepare('SELECT max_bytes, retention_hours FROM trashbin_server_overrides WHERE server_id = ?');
-  const eggOverride = db.prepare('SELECT max_bytes, retention_hours FROM trashbin_egg_overrides WHERE egg_id = ?');
-  const eggOverrides = db.prepare('SELECT egg_id, max_bytes, retention_hours FROM trashbin_egg_overrides ORDER BY egg_id');
+  // Override rows may be written by hand (bigint columns; 2^63 - 1 is a common "no limit"): values
+  // past 2^53 - 1, which node:sqlite refuses to read as numbers, read as that, still more than any trash holds.
+  const overrideValues = `MIN(max_bytes, ${Number.MAX_SAFE_INTEGER}) AS max_bytes, MIN(retention_hours, ${Number.MAX_SAFE_INTEGER}) AS retention_hours`;
+  const serverOverride = db.prepare(`SELECT ${overrideValues} FROM trashbin_server_overrides WHERE server_id = ?`);
+  const eggOverride = db.prepare(`SELECT ${overrideValues} FROM trashbin_egg_overrides WHERE egg_id = ?`);
+  const eggOverrides = db.prepare(`SELECT egg_id, ${overrideValues} FROM trashbin_egg_overrides ORDER BY egg_id`);
   const upsertEgg = db.prepare(`INSERT INTO trashbin_egg_overrides (egg_id, retention_hours, max_bytes) VALUES (:egg_id, :retention_hours, :max_bytes)
     ON CONFLICT(egg_id) DO UPDATE SET retention_hours = excluded.retention_hours, max_bytes = excluded.max_bytes`);
   const deleteEgg = db.prepare('DELETE FROM trashbin_egg_overrides WHERE egg_id = ?');
