@@ -109,32 +109,27 @@ export interface BodyPrefix {
 }
 
 /**
- * Reads whole chunks until `limit` bytes or the end of the body, then pauses the stream (the
- * last chunk may pass the limit; only `limit` bytes are inspected). Rejects when the client
- * goes away first.
+ * Hands the body's chunks to `take` until it says it has enough (the stream is then paused) or
+ * the body ends; resolves whether it ended. `resume`: the stream was paused (after its prefix).
+ * Rejects when the client goes away first.
  */
-export function readBodyPrefix(req: ProxyRequest, limit: number): Promise<BodyPrefix> {
+function readChunks(req: ProxyRequest, take: (chunk: Buffer) => boolean, resume: boolean): Promise<boolean> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let bytes = 0;
     const cleanup = (): void => {
       req.off('data', onData);
       req.off('end', onEnd);
       req.off('error', onGone);
       req.off('close', onGone);
     };
-    const done = (ended: boolean): void => {
-      cleanup();
-      if (!ended) req.pause();
-      resolve({ chunks, bytes, ended });
-    };
     function onData(chunk: Buffer): void {
-      chunks.push(chunk);
-      bytes += chunk.length;
-      if (bytes >= limit) done(false);
+      if (!take(chunk)) return;
+      cleanup();
+      req.pause();
+      resolve(false);
     }
     function onEnd(): void {
-      done(true);
+      cleanup();
+      resolve(true);
     }
     function onGone(): void {
       cleanup();
@@ -144,7 +139,28 @@ export function readBodyPrefix(req: ProxyRequest, limit: number): Promise<BodyPr
     req.once('end', onEnd);
     req.once('error', onGone);
     req.once('close', onGone);
+    if (resume) req.resume();
   });
+}
+
+/**
+ * Reads whole chunks until `limit` bytes or the end of the body, then pauses the stream (the
+ * last chunk may pass the limit; only `limit` bytes are inspected). Rejects when the client
+ * goes away first.
+ */
+export async function readBodyPrefix(req: ProxyRequest, limit: number): Promise<BodyPrefix> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  const ended = await readChunks(
+    req,
+    (chunk) => {
+      chunks.push(chunk);
+      bytes += chunk.length;
+      return bytes >= limit;
+    },
+    false,
+  );
+  return { chunks, bytes, ended };
 }
 
 /**
@@ -152,36 +168,17 @@ export function readBodyPrefix(req: ProxyRequest, limit: number): Promise<BodyPr
  * until more than `max` bytes came in all, `read` of them already. Resolves with the bytes read
  * here and whether the body passed `max`; rejects when the client goes away first.
  */
-function drainBody(req: ProxyRequest, read: number, max: number): Promise<{ bytes: number; tooLarge: boolean }> {
-  return new Promise((resolve, reject) => {
-    let bytes = 0;
-    const cleanup = (): void => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onGone);
-      req.off('close', onGone);
-    };
-    function onData(chunk: Buffer): void {
+async function drainBody(req: ProxyRequest, read: number, max: number): Promise<{ bytes: number; tooLarge: boolean }> {
+  let bytes = 0;
+  const ended = await readChunks(
+    req,
+    (chunk) => {
       bytes += chunk.length;
-      if (read + bytes <= max) return;
-      cleanup();
-      req.pause();
-      resolve({ bytes, tooLarge: true });
-    }
-    function onEnd(): void {
-      cleanup();
-      resolve({ bytes, tooLarge: false });
-    }
-    function onGone(): void {
-      cleanup();
-      reject(new Error('client closed the connection before its body was read'));
-    }
-    req.on('data', onData);
-    req.once('end', onEnd);
-    req.once('error', onGone);
-    req.once('close', onGone);
-    req.resume();
-  });
+      return read + bytes > max;
+    },
+    true,
+  );
+  return { bytes, tooLarge: !ended };
 }
 
 /**
