@@ -106,6 +106,22 @@ test('suspend: pending until the panel answers, then 1 Mbit/s both ways', () => 
   assert.deepEqual(desiredSpeeds(answered.state, lim), { rxMbps: 1, txMbps: 1 });
 });
 
+test('exceed_action switched while a combo is active: to suspend asks for the suspension, away from suspend drops a pending call', () => {
+  for (const from of ['throttle', 'none'] as const) {
+    const { state } = cycles([[0, 0, 0], [5, GIB, 0]], limits({ rx_quota_day_gb: 1, exceed_action: from }));
+    const now = accountServer(state, { ifindex: 7, rxBytes: GIB + 5, txBytes: 0 }, T0 + 10_000, 'UTC', limits({ rx_quota_day_gb: 1, exceed_action: 'suspend' }));
+    assert.equal(now.state.suspend, 'pending', `from ${from}`);
+    assert.deepEqual(activeCombos(now.state), ['rx_day'], `from ${from}`);
+  }
+  const pending = cycles([[0, 0, 0], [5, GIB, 0]], limits({ rx_quota_day_gb: 1, exceed_action: 'suspend' })).state;
+  for (const to of ['throttle', 'none'] as const) {
+    const lim = limits({ rx_quota_day_gb: 1, exceed_action: to });
+    const now = accountServer(pending, { ifindex: 7, rxBytes: GIB + 5, txBytes: 0 }, T0 + 10_000, 'UTC', lim);
+    assert.equal(now.state.suspend, 'none', `to ${to}`);
+    assert.equal(now.state.throttled, to === 'throttle', `to ${to}`);
+  }
+});
+
 test('none: quota_exceeded is recorded, nothing is shaped', () => {
   const lim = limits({ rx_quota_day_gb: 1, exceed_action: 'none' });
   const { state, events } = cycles([[0, 0, 0], [5, GIB, 0], [10, GIB + 1, 0]], lim);

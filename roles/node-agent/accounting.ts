@@ -233,14 +233,21 @@ export function accountServer(prev: ServerState, reading: Reading | null, now: n
       if (reached && !state.exceeded[combo]) {
         state.exceeded[combo] = { key: keys[period], cleared: false };
         events.push(event(state.uuid, 'quota_exceeded', combo, `${combo} quota of ${gib(quota)} reached (${gib(used)} used)`, now));
-        if (limits.exceed_action === 'suspend' && state.suspend === 'none') state.suspend = 'pending';
       } else if (!reached && state.exceeded[combo]) {
         // The quota was raised above the use or removed (0): the combo no longer restricts.
         delete state.exceeded[combo];
       }
     }
   }
+  // The suspend call follows the action in force, not the one of the cycle that reached the
+  // quota: an action switched to suspend while a combo is active suspends the server (else the
+  // switch from throttle would lift every restriction), and one switched away from suspend drops
+  // a call still pending (the panel would suspend a server its admin meant only to throttle). An
+  // answered call stays answered: the panel did suspend the server.
   if (!hasActiveCombo(state)) state.suspend = 'none';
+  else if (limits?.exceed_action === 'suspend') {
+    if (state.suspend === 'none') state.suspend = 'pending';
+  } else if (state.suspend === 'pending') state.suspend = 'none';
 
   state.throttled = isThrottled(state, limits);
   if (state.throttled && !prev.throttled) {
