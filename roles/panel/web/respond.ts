@@ -21,9 +21,19 @@ export function csrfUserInfo(req: FastifyRequest): string {
   return webSessionOf(req)?.row.id_hash ?? 'anonymous';
 }
 
-/** A CSRF token for the forms of the page being rendered (sets the secret cookie on first use). */
+// Without a readable secret cookie (lost, or another panel's on the same host) the plugin makes a
+// new secret at every call and the browser keeps only the last one, so the forms of a page that
+// asked twice (its own form, the layout's sign-out) held a token that could never verify.
+const pageTokens = new WeakMap<FastifyRequest, { userInfo: string; token: string }>();
+
+/** A CSRF token for the forms of the page being rendered (sets the secret cookie on first use); one per request and session. */
 export function csrfToken(req: FastifyRequest, reply: FastifyReply): string {
-  return reply.generateCsrf({ userInfo: csrfUserInfo(req) });
+  const userInfo = csrfUserInfo(req);
+  const issued = pageTokens.get(req);
+  if (issued?.userInfo === userInfo) return issued.token;
+  const token = reply.generateCsrf({ userInfo });
+  pageTokens.set(req, { userInfo, token });
+  return token;
 }
 
 export interface PageOptions {

@@ -230,3 +230,25 @@ test('under an https base_url every cookie of the web is Secure, the flash notic
     secureCtx.store.close();
   }
 });
+
+test('a page rendered without a readable CSRF cookie gives every form a token that verifies', async () => {
+  const c = client(app);
+  await c.get('/auth/login');
+  assert.equal((await c.post('/auth/login', { username: 'plain', password: 'plain-password' })).statusCode, 303);
+  // Lost, or left by another panel on the same host (cookies ignore the port) and signed with its key.
+  c.jar.set('hostkit_csrf', 'left-by-another-panel.c2lnbmF0dXJl');
+  const page = await c.get('/account/two-factor');
+  const set = (page.cookies as { name: string }[]).filter((k) => k.name === 'hostkit_csrf');
+  assert.equal(set.length, 1, 'one new CSRF secret');
+  const tokens = [...page.body.matchAll(/name="_csrf" value="([^"]+)"/g)].map((m) => m[1] ?? '');
+  assert.ok(tokens.length >= 2, 'the page has the logout form and the enrolment form');
+  for (const token of tokens) {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/account/two-factor/enable',
+      payload: new URLSearchParams({ _csrf: token, code: '000000' }).toString(),
+      headers: { accept: 'text/html', 'content-type': 'application/x-www-form-urlencoded', cookie: [...c.jar].map(([k, v]) => `${k}=${v}`).join('; ') },
+    });
+    assert.equal(res.statusCode, 422, 'the token verifies; only the code is wrong');
+  }
+});

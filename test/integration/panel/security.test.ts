@@ -2,7 +2,8 @@
  * Security rules of the panel end to end against the real panel process: who sees which IP
  * address in a server's client activity log (the actor themselves and root admins only, as
  * Pterodactyl), and a password change ending the user's web sessions whichever way it is made
- * (application API or admin page; the acting admin's own session stays).
+ * (application API or admin page; the acting admin's own session stays), and web sessions that
+ * outlive restarts of the panel process (SIGTERM and kill -9).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,6 +11,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { adminSession, webClient, type AdminSession } from './admin-session.ts';
 import { startPanel, type TestPanel } from './harness.ts';
+import { startHostkit, type Daemon } from '../hostkit-process.ts';
 
 type Item = { object: string; attributes: Record<string, unknown> };
 const PASSWORD = 'correct horse battery';
@@ -177,5 +179,38 @@ describe('panel security rules', () => {
       assert.match(r.stderr, message);
       assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
     }
+  });
+});
+
+describe('panel web sessions across restarts', () => {
+  let panel: TestPanel;
+  let restarted: Daemon | undefined;
+  before(async () => {
+    panel = await startPanel();
+    panel.createUser('root', { admin: true });
+    panel.createUser('plain');
+  });
+  after(async () => {
+    await restarted?.stop();
+    await panel?.stop();
+  });
+
+  it('keeps an admin session with 2FA and a session without it signed in over SIGTERM and kill -9 restarts', async () => {
+    const admin = await adminSession(panel.url, 'root', PASSWORD);
+    const plain = await signIn(panel.url, 'plain', PASSWORD);
+    // The token of a form read before the restarts: the CSRF secret and its key outlive them too.
+    await admin.get('/admin/locations');
+    // A session started right before the stop counts too.
+    const late = await signIn(panel.url, 'plain', PASSWORD);
+    let daemon = panel.daemon;
+    for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
+      await daemon.stop(signal);
+      restarted = daemon = startHostkit(['panel', 'serve', '--config', panel.config]);
+      await daemon.waitFor(/panel listening/);
+      const saved = await admin.post('/admin/locations', { short: `loc-${signal.toLowerCase()}`, long: `after ${signal}` });
+      assert.equal(saved.status, 303, `admin after ${signal}: ${saved.location} ${saved.text.slice(0, 2000)}`);
+      for (const s of [plain, late]) assert.equal((await s.get('/account')).status, 200, `user after ${signal}`);
+    }
+    assert.equal((await admin.get('/admin')).status, 200);
   });
 });
