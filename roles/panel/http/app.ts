@@ -34,6 +34,16 @@ export async function createPanelApp(ctx: PanelContext, addons: readonly Running
   const trustProxy = ctx.config.trusted_proxies.length > 0 ? [...ctx.config.trusted_proxies] : false;
   const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true, trustProxy });
   acceptEmptyJson(app);
+  // Closing the server closes the connections idle at that moment; one whose answer finishes
+  // later would stay kept alive (72 s) and hold the stop for its whole timeout, its next requests
+  // getting 503s: each is closed once its answer is out.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onResponse', async () => {
+    if (closing) app.server.closeIdleConnections();
+  });
   app.setErrorHandler((raw: Error & { code?: string; statusCode?: number }, req, reply) => {
     const err = normalize(raw);
     const { status, body } = apiErrors(err);

@@ -214,3 +214,25 @@ describe('panel web sessions across restarts', () => {
     assert.equal((await admin.get('/admin')).status, 200);
   });
 });
+
+describe('panel stop with a request under way', () => {
+  let panel: TestPanel;
+  before(async () => {
+    panel = await startPanel();
+    panel.createUser('root', { admin: true });
+  });
+  after(async () => panel?.stop());
+
+  it('answers it and stops at once: its kept-alive connection is closed after the answer, not waited out', async () => {
+    const key = panel.createKey('root', 'application');
+    // A kept-alive connection, then a request on it that takes a moment (the password is hashed).
+    assert.equal((await panel.api(key, 'GET', '/api/application/users')).status, 200);
+    const create = panel.api(key, 'POST', '/api/application/users', { username: 'late', email: 'late@example.test', password: PASSWORD });
+    await new Promise((r) => setTimeout(r, 5));
+    const started = performance.now();
+    await panel.daemon.stop('SIGTERM');
+    const took = performance.now() - started;
+    assert.equal((await create).status, 201, 'the request under way was answered');
+    assert.ok(took < 5000, `stopped after ${Math.round(took)} ms (the shutdown step waits 10 s)`);
+  });
+});
