@@ -87,3 +87,25 @@ test('bearer check: right token only, whatever the length of a wrong one', async
   const empty = createBearerCheck(() => '');
   assert.equal(empty('Bearer '), false);
 });
+
+test('a close waits for an answer under way, then closes its kept-alive connection at once instead of waiting it out', async () => {
+  const api = createApiServer({ codeOnSuccess: true, version: '1.0.0' });
+  let release: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    api.app.get('/slow', async () => {
+      resolve();
+      await new Promise<void>((r) => (release = r));
+      return api.ok({ done: true });
+    });
+  });
+  const base = await api.app.listen({ host: '127.0.0.1', port: 0 });
+  const answer = fetch(`${base}/slow`);
+  await started;
+  const t0 = performance.now();
+  const closed = api.app.close();
+  setTimeout(() => release(), 50);
+  assert.equal((await answer).status, 200, 'the request under way is answered');
+  await closed;
+  const took = performance.now() - t0;
+  assert.ok(took < 2000, `closed after ${Math.round(took)} ms; a kept-alive connection is held 72 s`);
+});

@@ -39,7 +39,23 @@ export function createApiServer(opts: ApiServerOptions): ApiServer {
     return503OnClosing: true,
   });
   acceptEmptyJson(app);
+  closeAnsweredConnectionsWhenClosing(app);
   return { app, ...installEnvelope(app, opts) };
+}
+
+/**
+ * Closing a server closes the connections idle at that moment; one whose answer finishes later
+ * would stay kept alive (Fastify's 72 s) and hold the stop for the shutdown step's whole timeout,
+ * its next requests getting 503s. Each such connection is closed once its answer is out.
+ */
+export function closeAnsweredConnectionsWhenClosing(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onResponse', async () => {
+    if (closing) app.server.closeIdleConnections();
+  });
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import { AppError, isAppError } from '../../../src/core/app-error.ts';
-import { acceptEmptyJson } from '../../../src/lib/http-api.ts';
+import { acceptEmptyJson, closeAnsweredConnectionsWhenClosing } from '../../../src/lib/http-api.ts';
 import type { RunningAddon } from '../addons/addon.ts';
 import type { PanelContext } from '../context.ts';
 import { registerWebRoutes, renderErrorPage } from '../web/index.ts';
@@ -34,16 +34,7 @@ export async function createPanelApp(ctx: PanelContext, addons: readonly Running
   const trustProxy = ctx.config.trusted_proxies.length > 0 ? [...ctx.config.trusted_proxies] : false;
   const app = Fastify({ bodyLimit: BODY_LIMIT, logger: false, return503OnClosing: true, trustProxy });
   acceptEmptyJson(app);
-  // Closing the server closes the connections idle at that moment; one whose answer finishes
-  // later would stay kept alive (72 s) and hold the stop for its whole timeout, its next requests
-  // getting 503s: each is closed once its answer is out.
-  let closing = false;
-  app.addHook('preClose', async () => {
-    closing = true;
-  });
-  app.addHook('onResponse', async () => {
-    if (closing) app.server.closeIdleConnections();
-  });
+  closeAnsweredConnectionsWhenClosing(app);
   app.setErrorHandler((raw: Error & { code?: string; statusCode?: number }, req, reply) => {
     const err = normalize(raw);
     const { status, body } = apiErrors(err);
