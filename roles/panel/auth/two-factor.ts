@@ -74,13 +74,14 @@ export async function clearTwoFactor(ctx: PanelContext, userId: number): Promise
   await ctx.store.users.update(userId, { use_totp: 0, totp_secret: null, totp_last_step: 0, updated_at: now() });
 }
 
-/** The login checkpoint: a TOTP code, or a recovery code (which is then used up). */
+/** The login checkpoint: a TOTP code, or a recovery code (which is then used up); true when it passes. */
 export async function verifySecondFactor(ctx: PanelContext, user: UserRow, code: string): Promise<boolean> {
   const trimmed = code.trim();
   if (await acceptCode(ctx, user, trimmed)) return true;
   if (!/^[0-9a-f]{10}$/.test(trimmed)) return false;
   const row = await ctx.store.recoveryTokens.findBy({ user_id: user.id, token_hash: sha256(trimmed) });
   if (row === undefined) return false;
-  await ctx.store.recoveryTokens.remove(row.id);
-  return true;
+  // Over an asynchronous store two requests can both find the code: only the one whose delete
+  // removed the row has used it.
+  return ctx.store.recoveryTokens.remove(row.id);
 }

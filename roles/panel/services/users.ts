@@ -99,10 +99,16 @@ export async function updateUser(ctx: PanelContext, id: number, input: unknown, 
   if (v.email !== undefined) values.email = v.email.toLowerCase();
   if (v.password !== undefined) values.password = await hashPassword(v.password);
   const updated = found(await ctx.store.users.update(id, values), 'user');
-  if (v.password !== undefined) {
-    for (const s of await ctx.store.sessions.all({ user_id: id })) if (s.id !== by.keepSessionId) await ctx.store.sessions.remove(s.id);
-  }
+  if (v.password !== undefined) await endOtherSessions(ctx, id, by.keepSessionId);
   return updated;
+}
+
+/**
+ * Ends every web session of the user but `keepSessionId` (the one acting): after a password
+ * change, and when the user turns two-factor on (their other sessions never passed a second factor).
+ */
+export async function endOtherSessions(ctx: PanelContext, userId: number, keepSessionId?: number): Promise<void> {
+  for (const s of await ctx.store.sessions.all({ user_id: userId })) if (s.id !== keepSessionId) await ctx.store.sessions.remove(s.id);
 }
 
 /**

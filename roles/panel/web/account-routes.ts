@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isAppError } from '../../../src/core/app-error.ts';
 import { currentEnrolment, disableTwoFactor, enableTwoFactor } from '../auth/two-factor.ts';
 import type { PanelContext } from '../context.ts';
+import { endOtherSessions } from '../services/users.ts';
 import { tooMany } from './auth-routes.ts';
 import { setFlash } from './flash.ts';
 import { formBody, formOf, inputField, postForm } from './forms.ts';
@@ -70,6 +71,9 @@ ${user.root_admin === 1 ? html`<p><a href="/admin">Go to the admin area</a></p>`
       return twoFactorPage(req, reply, 422, [{ kind: 'error', text: err.message }]);
     }
     await markTwoFactorPassed(ctx, s.row);
+    // Sessions started before enrolment count as complete (no second factor was asked) and would
+    // stay signed in without one: only the enrolling session, which just proved a code, stays.
+    await endOtherSessions(ctx, user.id, s.row.id);
     await ctx.activity.log({ event: 'user:two-factor.create', actor: { type: 'user', id: user.id }, ip: req.ip });
     const body = html`<h1>Two-factor authentication enabled</h1><div class="card">
 <div class="notice info" role="status">Store these recovery codes somewhere safe now: each one signs you in once without your app, and they are not shown again.</div>

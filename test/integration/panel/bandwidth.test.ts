@@ -2,7 +2,7 @@
  * The bandwidth addon with the real node agent on loopback (no containers needed): a node that
  * registers with an old config_version pulls the limits, a limits change afterwards is pushed at
  * once (well inside a heartbeat interval), and the node-facing API's middleware and errors of
- * spec/1 §4.2, §5 and §7.
+ * spec/1 §4.2, §5 and §7; an online node registering from another address is logged as a warning.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -317,6 +317,42 @@ describe('panel bandwidth addon with a node agent', () => {
     for (const spelling of [`0x${b.id.toString(16)}`, `${b.id}.0`, `0${b.id}`]) {
       assert.equal((await web.request('GET', `/admin/bandwidth/nodes/${spelling}/live`)).status, 404, spelling);
     }
+  });
+
+  it('warns when an online node registers from another address (two agents may share its token), not when it comes back from offline', async () => {
+    // A node of its own, deleted at the end, so no later test polls or pushes to these addresses (nothing listens there).
+    const d = createNode('node-shared');
+    const register = async (apiUrl: string): Promise<void> => {
+      const r = await raw('/register', JSON.stringify({ version: '1.0.0', hostname: 'h', port: 8480, api_url: apiUrl }), 'application/json', d.token);
+      assert.equal(r.status, 200, JSON.stringify(r.body));
+    };
+    const logged = (): { level: string; msg: string; previous_api_url?: string }[] =>
+      panel.daemon
+        .output()
+        .split('\n')
+        .filter((line) => line.includes('"node":"node-shared"') && line.includes(' registered from '))
+        .map((line) => JSON.parse(line) as { level: string; msg: string; previous_api_url?: string });
+
+    await register('http://127.0.0.1:19451');
+    await register('http://127.0.0.1:19452');
+    await until('the second registration in the log', () => logged().length === 2);
+    const [first, moved] = logged();
+    assert.equal(first?.level, 'info', 'a first registration is info');
+    assert.equal(moved?.level, 'warn', 'a new address while online is a warning');
+    assert.equal(moved?.msg, 'node node-shared registered from http://127.0.0.1:19452 while online at http://127.0.0.1:19451: two agents may share its token');
+    assert.equal(moved?.previous_api_url, 'http://127.0.0.1:19451');
+
+    // As the stats poll leaves it after failed polls (three poll intervals, too long to wait for here).
+    const db = new DatabaseSync(join(panel.dir, 'data', 'panel.sqlite'), { timeout: 5_000 });
+    try {
+      db.prepare('UPDATE bandwidth_nodes SET online = 0 WHERE node_id = ?').run(d.id);
+    } finally {
+      db.close();
+    }
+    await register('http://127.0.0.1:19453');
+    await until('the third registration in the log', () => logged().length === 3);
+    assert.equal(logged()[2]?.level, 'info', 'a node back from offline at a new address is info');
+    assert.equal((await panel.api(admin, 'DELETE', `/api/application/nodes/${d.id}`)).status, 204);
   });
 
   it('answers a deleted node token with 404 ERR_NODE_NOT_FOUND', async () => {

@@ -2,8 +2,9 @@
  * Security rules of the panel end to end against the real panel process: who sees which IP
  * address in a server's client activity log (the actor themselves and root admins only, as
  * Pterodactyl), and a password change ending the user's web sessions whichever way it is made
- * (application API or admin page; the acting admin's own session stays), and web sessions that
- * outlive restarts of the panel process (SIGTERM and kill -9).
+ * (application API or admin page; the acting admin's own session stays) or two-factor is turned
+ * on (the enrolling session stays), and web sessions that outlive restarts of the panel process
+ * (SIGTERM and kill -9).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -139,6 +140,18 @@ describe('panel security rules', () => {
     const own = await web.post(`/admin/users/${rootId}`, { username: 'root', email: 'root@example.test', first_name: '', last_name: '', password: 'root new password', root_admin: 'on' });
     assert.equal(own.status, 303, own.text.slice(0, 2000));
     assert.equal((await web.get('/admin')).status, 200);
+  });
+
+  it('ends the other web sessions of a user who turns two-factor on, keeping the enrolling session', async () => {
+    panel.createUser('enroller', { admin: true });
+    const other = await signIn(panel.url, 'enroller', PASSWORD);
+    assert.equal((await other.get('/account')).status, 200);
+    // adminSession enrols 2FA in its own session and opens /admin with it.
+    const enrolled = await adminSession(panel.url, 'enroller', PASSWORD);
+    const after = await other.get('/account');
+    assert.notEqual(after.status, 200, 'the session that never passed a second factor is gone');
+    assert.match(after.location, /\/auth\/login/);
+    assert.equal((await enrolled.get('/admin')).status, 200, 'the enrolling session stays');
   });
 
   it('lets the operator give a locked-out administrator a new password and turn their two-factor off from the command line', async () => {

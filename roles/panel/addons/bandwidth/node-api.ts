@@ -155,7 +155,20 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
     const { settings, configVersion } = await store.settings();
     // Agents register again after new limits (to pick up a changed interval): only news is logged.
     if (before === undefined || before.api_url !== apiUrl || before.version !== r.version || before.hostname !== r.hostname || before.online !== 1) {
-      ctx.logger.info({ node: node.name, api_url: apiUrl, version: r.version }, 'node %s registered from %s', node.name, apiUrl);
+      // A node that stays online yet registers from another address is most likely two agents
+      // sharing one token: each registration flips api_url, so the panel polls them in turn and
+      // their counters mix as resets. A node coming back from offline at a new address is normal.
+      if (before !== undefined && before.online === 1 && before.api_url !== '' && before.api_url !== apiUrl) {
+        ctx.logger.warn(
+          { node: node.name, api_url: apiUrl, previous_api_url: before.api_url, version: r.version },
+          'node %s registered from %s while online at %s: two agents may share its token',
+          node.name,
+          apiUrl,
+          before.api_url,
+        );
+      } else {
+        ctx.logger.info({ node: node.name, api_url: apiUrl, version: r.version }, 'node %s registered from %s', node.name, apiUrl);
+      }
       await ctx.activity.log({ event: 'bandwidth:node.register', subject: { type: 'node', id: node.id }, properties: { api_url: apiUrl, version: r.version, hostname: r.hostname }, ip: req.ip });
     }
     return ok({ node_id: node.id, heartbeat_interval_seconds: settings.poll_interval_seconds, config_version: configVersion });
