@@ -1,5 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { ConfigError, loadConfigText, type ConfigProblem } from '../../src/core/config-loader.ts';
 import { bandwidthdConfigSpec } from './config.ts';
@@ -84,4 +87,18 @@ test('webhook destination names are unique across endpoints, generic destination
   );
   // chat_b without a URL is no destination, so an endpoint may be called chat_b.
   assert.deepEqual(problemsOf({ webhook: { endpoints: [{ name: 'chat_b', url: 'http://127.0.0.1:9/b', type: 'chat_b', enabled: true }] } }), []);
+});
+
+test('docker.tls_verify with a cert directory that is missing or lacks cert.pem, key.pem, ca.pem is a problem naming the path and the files', () => {
+  const tls = mkdtempSync(join(tmpdir(), 'hk-bwd-tls-'));
+  const docker = (tls_cert_path: string): Record<string, unknown> => ({ docker: { endpoint: 'tcp://127.0.0.1:2376', tls_verify: true, tls_cert_path } });
+  const gone = join(tls, 'gone');
+  assert.deepEqual(problemsOf(docker(gone)), [{ path: '/docker/tls_cert_path', message: `${JSON.stringify(gone)} does not exist or is not a directory: docker.tls_verify needs cert.pem, key.pem, ca.pem in it` }]);
+  writeFileSync(join(tls, 'key.pem'), 'x');
+  assert.deepEqual(problemsOf(docker(tls)), [{ path: '/docker/tls_cert_path', message: `${JSON.stringify(tls)} lacks cert.pem, ca.pem: docker.tls_verify needs cert.pem, key.pem, ca.pem in it` }]);
+  writeFileSync(join(tls, 'cert.pem'), 'x');
+  writeFileSync(join(tls, 'ca.pem'), 'x');
+  assert.deepEqual(problemsOf(docker(tls)), []);
+  // Without tls_verify the directory is not used.
+  assert.deepEqual(problemsOf({ docker: { tls_verify: false, tls_cert_path: gone } }), []);
 });

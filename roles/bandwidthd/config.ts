@@ -2,10 +2,12 @@
  * The container bandwidth daemon's config (spec/3 §2.8-2.9), default /etc/bandwidth/config.yaml.
  * Besides the schema, the start-time rejections of the spec: max_open_conns other than 1, a
  * ceiling below the guaranteed rate, an exceeded speed of 0 (or any rate below what tc shapes),
- * tls_verify without a cert path, non-positive durations, bad cron expressions, unknown time
- * zones, bad webhook URLs (shown redacted: they hold secrets) and two webhook destinations of one
- * name.
+ * tls_verify without a cert path or with one lacking its files, non-positive durations, bad cron
+ * expressions, unknown time zones, bad webhook URLs (shown redacted: they hold secrets) and two
+ * webhook destinations of one name.
  */
+import { statSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
 import { loadConfigFile, type ConfigProblem, type ConfigSpec, type LoadedConfig } from '../../src/core/config-loader.ts';
 import { at, checkAbsolutePaths, checkPositiveDurations, checkTimerDurations, checkTimeZone, httpUrlProblem } from '../../src/core/config-checks.ts';
 import { cronProblem } from '../../src/lib/cron.ts';
@@ -19,6 +21,26 @@ import { MIN_RATE_BPS } from '../../src/lib/tc.ts';
 export const DEFAULT_CONFIG_PATH = '/etc/bandwidth/config.yaml';
 
 const CRONS = ['reset_cron', 'cleanup_cron', 'history_cron', 'health_cron', 'webhook_retry_cron'];
+const TLS_FILES = ['cert.pem', 'key.pem', 'ca.pem'];
+
+/**
+ * docker.tls_cert_path with tls_verify: the container source reads its files only when it first
+ * contacts the engine, so a missing one would let the daemon start and never reach the engine.
+ * Returns what is wrong with the directory, or undefined.
+ */
+function tlsCertPathProblem(dir: string): string | undefined {
+  const is = (path: string, kind: 'isFile' | 'isDirectory'): boolean => {
+    try {
+      return statSync(path)[kind]();
+    } catch {
+      return false;
+    }
+  };
+  const need = `docker.tls_verify needs ${TLS_FILES.join(', ')} in it`;
+  if (!is(dir, 'isDirectory')) return `${JSON.stringify(dir)} does not exist or is not a directory: ${need}`;
+  const missing = TLS_FILES.filter((f) => !is(join(dir, f), 'isFile'));
+  return missing.length > 0 ? `${JSON.stringify(dir)} lacks ${missing.join(', ')}: ${need}` : undefined;
+}
 
 /**
  * A webhook URL: absolute http(s) with a host, and userinfo that decodes to basic-auth
@@ -104,8 +126,12 @@ export const bandwidthdConfigSpec: ConfigSpec<BandwidthdConfig> = {
     if (typeof endpoint === 'string' && !/^(unix:\/\/\/.+|tcp:\/\/[^/]+)$/.test(endpoint)) {
       problems.push({ path: '/docker/endpoint', message: 'must be unix:///path/to/socket or tcp://host:port' });
     }
-    if (at(config, '/docker/tls_verify') === true && !at(config, '/docker/tls_cert_path')) {
-      problems.push({ path: '/docker/tls_cert_path', message: 'is required when docker.tls_verify is true (a directory with cert.pem, key.pem, ca.pem)' });
+    if (at(config, '/docker/tls_verify') === true) {
+      const certPath = at(config, '/docker/tls_cert_path');
+      if (!certPath) problems.push({ path: '/docker/tls_cert_path', message: 'is required when docker.tls_verify is true (a directory with cert.pem, key.pem, ca.pem)' });
+      // A relative path is reported above; an unset ${VAR} by the loader.
+      const why = typeof certPath === 'string' && isAbsolute(certPath) && !certPath.includes('${') ? tlsCertPathProblem(certPath) : undefined;
+      if (why) problems.push({ path: '/docker/tls_cert_path', message: why });
     }
 
     checkPositiveDurations(

@@ -334,6 +334,44 @@ test('history: hourly usage kept, yesterday exported as CSV and JSON, rows past 
   assert.match(await r.daemon.runJob('history'), /removed 1 history rows/);
 });
 
+test('a history export that fell due while the daemon was stopped is written at start: the last one missed, logged', async () => {
+  const { existsSync, readFileSync } = await import('node:fs');
+  const id = 'a'.repeat(64);
+  /** A daemon started at `t` whose last history run was at `last` (none: a store without it). */
+  async function startWith(exportPath: string, t: string, last?: string): Promise<string[]> {
+    const store = openBandwidthdStore({ path: ':memory:', journal_mode: 'MEMORY', synchronous: 'OFF', cache_size_kb: 1000, auto_migrate: true });
+    store.upsert({ id, name: 'web', iface: 'veth101', rx_day: 0, tx_day: 0, last_rx: 0, last_tx: 0, warned: 0, exceeded: 0, first_seen_at: 0, last_seen_at: 0 });
+    for (const day of ['2026-02-26', '2026-02-27', '2026-02-28']) store.addHourly(id, Date.parse(`${day}T12:00:00Z`), 10, 20);
+    if (last !== undefined) store.setMeta('last_history', String(Date.parse(last)));
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (l: string) => void lines.push((JSON.parse(l) as { msg: string }).msg) });
+    const r = rig({ history: { export_enabled: true, export_path: exportPath }, timezone: 'UTC' }, { store, t: Date.parse(t), logger });
+    r.counters.set('veth101', { rxBytes: 0, txBytes: 0 });
+    await r.daemon.start();
+    return lines;
+  }
+  const days = (exportPath: string): string[] => ['2026-02-26', '2026-02-27', '2026-02-28'].filter((d) => existsSync(join(exportPath, `usage-${d}.csv`)));
+
+  // Down from before the run of 02-28 00:05 until after that of 03-01 00:05: the last one (02-28) is exported.
+  const late = join(dir, 'missed-late');
+  const lines = await startWith(late, '2026-03-01T10:30:00Z', '2026-02-27T00:05:00Z');
+  assert.deepEqual(days(late), ['2026-02-28']);
+  assert.equal(readFileSync(join(late, 'usage-2026-02-28.csv'), 'utf8'), `start,container_id,container,rx_bytes,tx_bytes\n2026-02-28T12:00:00.000Z,${id},web,10,20\n`);
+  assert.ok(lines.includes('a history export fell due while the daemon was stopped; exporting now'), lines.join('\n'));
+  assert.ok(lines.some((l) => l.includes('exported 1 rows')), lines.join('\n'));
+
+  // Started before the day's run: the last one missed was on 02-28 and covered 02-27.
+  const early = join(dir, 'missed-early');
+  await startWith(early, '2026-03-01T00:02:00Z', '2026-02-27T00:05:00Z');
+  assert.deepEqual(days(early), ['2026-02-27']);
+
+  // Nothing missed (the day's run was done), or no run recorded yet (a first start): nothing written.
+  const none = join(dir, 'missed-none');
+  await startWith(none, '2026-03-01T10:30:00Z', '2026-03-01T00:05:00Z');
+  await startWith(none, '2026-03-01T10:30:00Z');
+  assert.deepEqual(days(none), []);
+});
+
 test('a tc that fails is tc_failed once, and retried on the next poll', async () => {
   const r = rig({});
   let fail = true;

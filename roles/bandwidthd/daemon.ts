@@ -484,12 +484,18 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     return text;
   }
 
-  async function history(): Promise<string> {
+  /**
+   * The history job: prunes rows past retention and, with export_enabled, exports the day before
+   * `dueAt` (in `timezone`): yesterday when run on time, or the day a run missed while the daemon
+   * was stopped would have exported. Records a run that succeeded for that catch-up (one that
+   * failed counts as missed at the next start).
+   */
+  async function history(dueAt = now()): Promise<string> {
     const t = now();
     const removed = store.deleteHourlyBefore(t - config.history.retention_days * 86_400_000);
     let exported = '';
     if (config.history.export_enabled) {
-      const today = periodStart(t, 'day', tz);
+      const today = periodStart(dueAt, 'day', tz);
       const yesterday = periodStart(today - 1, 'day', tz);
       const rows = store.hourly(yesterday, today);
       const p = localParts(yesterday, tz);
@@ -502,6 +508,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       await writeFile(`${base}.json`, JSON.stringify({ day, timezone: tz, bucket: config.history.rollup_interval, rows: rows.map((r) => ({ start: new Date(r.hour).toISOString(), container_id: r.container, container: r.name, rx_bytes: r.rx_bytes, tx_bytes: r.tx_bytes })) }, null, 2) + '\n');
       exported = `, exported ${rows.length} rows to ${base}.csv/.json`;
     }
+    store.setMeta('last_history', String(t));
     return `removed ${removed} history rows older than ${config.history.retention_days} days${exported}`;
   }
 
@@ -525,13 +532,14 @@ export function createDaemon(deps: DaemonDeps): Daemon {
     return `delivered ${r.delivered} stored webhooks, ${r.left} left`;
   }
 
-  const jobs: Record<JobName, () => Promise<string>> = { reset: scheduledReset, cleanup, history, health, webhook_retry: webhookRetry };
+  const jobs: Record<JobName, () => Promise<string>> = { reset: scheduledReset, cleanup, history: () => history(), health, webhook_retry: webhookRetry };
 
-  async function runJob(name: JobName): Promise<string> {
+  /** Runs a job (or `fn`, a variant of it) with its logging, error event and status; returns its outcome. */
+  async function runJob(name: JobName, fn: () => Promise<string> = jobs[name]): Promise<string> {
     const started = new Date(now()).toISOString();
     // The retry pass waits on webhook endpoints and touches no container, counter or rule: it runs
     // beside the serial work so that a dead endpoint never delays polling, quotas or the CLI.
-    const work = name === 'webhook_retry' ? jobs[name]() : serial(jobs[name]);
+    const work = name === 'webhook_retry' ? fn() : serial(fn);
     const text = await work.catch((err: unknown) => {
       log.error({ job: name }, `job failed: ${errorMessage(err)}`);
       notifier.notify('error', `job ${name} failed: ${errorMessage(err)}`, { job: name });
@@ -579,6 +587,24 @@ export function createDaemon(deps: DaemonDeps): Daemon {
       if (job === 'cleanup' && last && t - Date.parse(last) < durationMs(config.cleanup.interval)) continue;
       void runJob(job).catch(() => undefined);
     }
+  }
+
+  /**
+   * At start: the due time of the last history run that fell due while the daemon was stopped
+   * (after the run recorded last), or undefined when none did or there is nothing to export. Only
+   * the day the export covers matters, so the search goes back one local day at a time (one cron
+   * evaluation each) instead of through every run of a frequent cron.
+   */
+  function missedHistoryRun(t: number): number | undefined {
+    const recorded = store.meta('last_history');
+    if (recorded === undefined) store.setMeta('last_history', String(t));
+    if (recorded === undefined || !config.history.export_enabled || !enabledJobs().includes('history')) return undefined;
+    const last = Number(recorded);
+    for (let end = t, dayStart = periodStart(t, 'day', tz); end > last; end = dayStart - 1, dayStart = periodStart(dayStart - 1, 'day', tz)) {
+      const due = nextCronTime(jobCron.history, tz, new Date(Math.max(last, dayStart - 1))).getTime();
+      if (due <= end) return due;
+    }
+    return undefined;
   }
 
   function snapshot(): void {
@@ -654,6 +680,13 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         resetRows(null);
         store.setMeta('last_reset', String(t));
       }
+      // Likewise the last history export that fell due meanwhile: that day's file would otherwise
+      // never be written. Only the last one: earlier days of a long outage are left alone.
+      const missed = missedHistoryRun(t);
+      if (missed !== undefined) {
+        log.info({ job: 'history', due_at: new Date(missed).toISOString() }, 'a history export fell due while the daemon was stopped; exporting now');
+        await runJob('history', () => history(missed)).catch(() => undefined);
+      }
       planJobs(t);
       await sweepIfbs();
       // A failing first cycle (no counters, say) is logged; the timers below keep trying.
@@ -719,7 +752,7 @@ export function createDaemon(deps: DaemonDeps): Daemon {
         return names;
       });
     },
-    runJob,
+    runJob: (name) => runJob(name),
     cycle: () => serial(cycleNow),
     reconfigure(next) {
       return serial(async () => {

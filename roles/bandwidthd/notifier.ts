@@ -38,6 +38,12 @@ export const CHAT_A_PER_MINUTE = 30;
  * unanswered then is stored (or dropped, without an outbox) instead of lost with the process.
  */
 export const STOP_GRACE_MS = 5_000;
+/**
+ * The least time between two "webhook queue full" warnings: a full queue stays full while events
+ * keep coming, and one line per drop would flood the log. Each names the event and destination
+ * that met it and how many were dropped since the previous one.
+ */
+export const DROP_LOG_INTERVAL_MS = 60_000;
 
 export interface Destination {
   name: string;
@@ -248,6 +254,7 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   const counts = { dropped: 0, delivered: 0, failed: 0, stored: 0 };
   let stopping = false;
   let queued = 0;
+  const drops = { unlogged: 0, loggedAt: -Infinity };
   let pass: Promise<{ delivered: number; left: number }> | undefined;
   let stopNow = (): void => undefined;
   const whenStopped = new Promise<undefined>((resolve) => (stopNow = () => resolve(undefined)));
@@ -389,8 +396,14 @@ export function createNotifier(opts: NotifierOptions): Notifier {
         log.error({ destination: dest.name, status: r.status }, `stored webhook refused, dropped: ${r.error ?? ''}`);
         outbox.outboxDelete(row.id);
       } else {
-        // Down or held back: its other deliveries wait for a later pass. A hold is no attempt.
-        if (r.deferredMs === undefined) outbox.outboxFailed(row.id);
+        // Down or held back: its other deliveries wait for a later pass. A hold is no attempt (the
+        // 429 that set it was logged when it came). One line per destination and pass: the pass
+        // stops at its first failure.
+        if (r.deferredMs === undefined) {
+          outbox.outboxFailed(row.id);
+          const left = outbox.outboxCount(name);
+          log.warn({ destination: name, status: r.status, deliveries: left }, `stored webhook not delivered by the retry job, ${left} left for a later pass: ${r.error ?? 'failed'}`);
+        }
         break;
       }
     }
@@ -404,7 +417,13 @@ export function createNotifier(opts: NotifierOptions): Notifier {
         if (!dest.events.has(event)) continue;
         if (queued >= capacity) {
           counts.dropped++;
-          if (counts.dropped === 1 || counts.dropped % 1000 === 0) log.warn({ dropped: counts.dropped, capacity }, 'webhook queue full: notification dropped');
+          drops.unlogged++;
+          const t = now().getTime();
+          if (t - drops.loggedAt >= DROP_LOG_INTERVAL_MS) {
+            log.warn({ event, destination: dest.name, dropped: drops.unlogged, capacity }, `webhook queue full (${capacity}): ${event} for ${dest.name} dropped, ${drops.unlogged} dropped since the last such warning`);
+            drops.unlogged = 0;
+            drops.loggedAt = t;
+          }
           continue;
         }
         (queues.get(dest) as Notice[]).push(notice);

@@ -76,7 +76,8 @@ export interface BandwidthdStore {
   outboxDrop(destination: string): number;
   outboxDelete(id: number): void;
   outboxFailed(id: number): void;
-  outboxCount(): number;
+  /** Stored deliveries now, of one destination or of all. */
+  outboxCount(destination?: string): number;
   meta(key: string): string | undefined;
   setMeta(key: string, value: string): void;
   close(): void;
@@ -108,6 +109,7 @@ export function openBandwidthdStore(cfg: Pick<BandwidthdConfig['database'], 'pat
     outboxDel: db.prepare('DELETE FROM webhook_outbox WHERE id = ?'),
     outboxFail: db.prepare('UPDATE webhook_outbox SET attempts = attempts + 1 WHERE id = ?'),
     outboxCount: db.prepare('SELECT COUNT(*) AS n FROM webhook_outbox'),
+    outboxCountOf: db.prepare('SELECT COUNT(*) AS n FROM webhook_outbox WHERE destination = ?'),
     meta: db.prepare('SELECT value FROM meta WHERE key = ?'),
     setMeta: db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value'),
   };
@@ -131,7 +133,7 @@ export function openBandwidthdStore(cfg: Pick<BandwidthdConfig['database'], 'pat
     outboxDrop: (destination) => Number(q.outboxDrop.run(destination).changes),
     outboxDelete: (id) => void q.outboxDel.run(id),
     outboxFailed: (id) => void q.outboxFail.run(id),
-    outboxCount: () => Number((q.outboxCount.get() as { n: number }).n),
+    outboxCount: (destination) => Number(((destination === undefined ? q.outboxCount.get() : q.outboxCountOf.get(destination)) as { n: number }).n),
     meta: (key) => (q.meta.get(key) as { value: string } | undefined)?.value,
     setMeta: (key, value) => void q.setMeta.run(key, value),
     close: () => database.close(),

@@ -4,7 +4,8 @@
  * 401 not retried, time-outs, the bounded queue, the persisted outbox and the events maps; the
  * gate and the retry pass: live deliveries and the retry pass share chat_a's pace and a 429's
  * hold, a long Retry-After defers instead of blocking, a retry pass is single, bounded and ended at
- * once by a stop, and a URL that cannot be sent fails its delivery without throwing.
+ * once by a stop, and a URL that cannot be sent fails its delivery without throwing; a full queue
+ * and a failed retry pass are logged without flooding.
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -180,6 +181,32 @@ test('a full queue drops new notifications and counts them', async () => {
   for (let i = 0; i < 5; i++) x.notify('error', `e${i}`);
   assert.equal(x.stats().dropped, 3);
   assert.equal(x.stats().queued, 2);
+  await x.idle();
+});
+
+test('a full queue warns at most once a minute, naming the event and destination dropped and how many were dropped since', async () => {
+  const r = await receiver('generic', 'hang');
+  const lines: { msg: string; event?: string; destination?: string; dropped?: number }[] = [];
+  const clock = { t: Date.parse('2026-03-01T10:00:00Z') };
+  const x = createNotifier({
+    config: configOf({ webhook: { queue_size: 2 }, notifications: { retry: { max_retries: 1, backoff_base: '100ms' }, batch_window: '10ms', generic: [{ name: 'g', enabled: true, url: r.url }] } }),
+    store: null,
+    logger: pino({ level: 'warn' }, { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[number]) }),
+    now: () => new Date(clock.t),
+    requestTimeoutMs: 300,
+  });
+  notifiers.push(x);
+  const full = (): typeof lines => lines.filter((l) => l.msg.startsWith('webhook queue full'));
+  for (let i = 0; i < 5; i++) x.notify('error', `e${i}`);
+  assert.deepEqual(full().map((l) => [l.event, l.destination, l.dropped]), [['error', 'g', 1]]);
+  assert.match(full()[0]?.msg ?? '', /^webhook queue full \(2\): error for g dropped, 1 dropped since the last such warning$/);
+  clock.t += 59_000;
+  x.notify('quota_warning', 'still within the minute');
+  assert.equal(full().length, 1);
+  clock.t += 1_000;
+  x.notify('quota_exceeded', 'a minute later');
+  assert.deepEqual(full().map((l) => [l.event, l.destination, l.dropped]), [['error', 'g', 1], ['quota_exceeded', 'g', 4]]);
+  assert.equal(x.stats().dropped, 5);
   await x.idle();
 });
 
@@ -366,6 +393,26 @@ test('one retry pass at a time, one failed request per destination, the others u
   assert.ok(Date.now() - t0 < 2000, `stop took ${Date.now() - t0} ms`);
   assert.deepEqual(await first, { delivered: 2, left: 3 });
   assert.deepEqual(store.outboxDestinations(), ['dead'], 'the unconfigured destination is dropped, the dead one kept');
+});
+
+test('a retry pass that fails on a stored delivery warns once per destination and pass, with the error and how many are left', async () => {
+  const dead = await receiver('generic', 500);
+  const alive = await receiver('generic');
+  const store = memStore();
+  const config = configOf({ webhook: { enabled: true, endpoints: [endpoint('dead', dead.url), endpoint('alive', alive.url)] } });
+  const lines: { msg: string; destination?: string; status?: number; deliveries?: number }[] = [];
+  const x = createNotifier({ config, store, logger: pino({ level: 'warn' }, { write: (l: string) => void lines.push(JSON.parse(l) as (typeof lines)[number]) }) });
+  notifiers.push(x);
+  for (const m of ['d1', 'd2', 'd3']) storeFor(store, config, 'dead', m);
+  storeFor(store, config, 'alive', 'a1');
+  const warned = (): typeof lines => lines.filter((l) => l.msg.startsWith('stored webhook not delivered'));
+  assert.deepEqual(await x.retryStored(), { delivered: 1, left: 3 });
+  assert.deepEqual(warned().map((l) => [l.destination, l.status, l.deliveries]), [['dead', 500, 3]]);
+  assert.match(warned()[0]?.msg ?? '', /^stored webhook not delivered by the retry job, 3 left for a later pass: HTTP 500/);
+  await x.retryStored();
+  assert.equal(warned().length, 2, 'one line per pass');
+  assert.equal(dead.received.length, 2);
+  store.close();
 });
 
 test('credentials with a malformed percent escape fail the delivery with a reason instead of throwing', async () => {
