@@ -299,6 +299,9 @@ function statusForbidsLength(status: number): boolean {
   return status < 200 || status === 204;
 }
 
+const NO_CODINGS = { chunked: false, others: undefined } as const;
+const CHUNKED_ONLY = { chunked: true, others: undefined } as const;
+
 /** An origin answer a proxy cannot pass on (the client gets a 502). */
 export class OriginProtocolError extends Error {}
 
@@ -376,7 +379,8 @@ export function parseResponseHead(head: string, bodyless: boolean): ResponseHead
     dropped.push(start, eol + 2);
   }
   const encoded = codings !== undefined;
-  const { chunked, others } = transferCodings(codings ?? '');
+  // Most heads here have no Transfer-Encoding (or a plain `chunked`): no list to take apart then.
+  const { chunked, others } = codings === undefined ? NO_CODINGS : codings.toLowerCase() === 'chunked' ? CHUNKED_ONLY : transferCodings(codings);
   // Transfer-Encoding wins over Content-Length (RFC 9112 §6.3): the length is not passed on, nor
   // in a 1xx or 204, where RFC 9110 §8.6 forbids it. A HEAD answer's or a 304's length describes
   // the body the client did not ask for: it is kept.
