@@ -36,6 +36,7 @@ export const ROUTE_RULES = {
   disabled: 'site.disabled',
   badTarget: 'request.target',
   badHost: 'request.host',
+  badFraming: 'request.framing',
   websocketDisabled: 'websocket.disabled',
 } as const;
 
@@ -81,6 +82,55 @@ export interface DataPlaneOptions {
   onInFlight?: (delta: number) => void;
   services: PipelineServices;
   logger: Logger;
+}
+
+// Pipelined requests node's server may hold on one connection, waiting their turn, before it
+// stops reading that connection (the own server stops at 64 KiB of unparsed bytes).
+const PIPELINE_DEPTH = 16;
+// Requests node's server parsed on each connection that wait for the answers before them, and
+// whether that stopped its reading (node pauses connections for its own reasons too).
+const waiting = new WeakMap<Duplex, { n: number; paused: boolean }>();
+
+/**
+ * Runs `then` once `res` is the connection's current answer. Node's server parses pipelined
+ * requests at once and emits each, its response queued behind the earlier ones: forwarded then,
+ * a request reached the origin even when the answer before it closed the connection (HTTP/1.0
+ * without a length, `Connection: close`, a 400, the client gone), and the origin ran it for
+ * nobody (a retried POST ran twice). Node gives a queued response the connection only when the
+ * one before it finished and kept the connection open; when it does not, or the connection is
+ * gone first (a reset), `then` never runs. A client's FIN alone is a half-close (`nc -N`): what
+ * it sent before it is still answered, each request in its turn.
+ * The connection stops being read while PIPELINE_DEPTH requests wait, since nothing answered
+ * yet would otherwise bound what a client pipelines.
+ */
+function inTurn(req: IncomingMessage, res: ServerResponse, then: () => void): void {
+  if (res.socket !== null) {
+    then();
+    return;
+  }
+  // Node's own flag for a connection it stopped reading: its parser, which may read the socket's
+  // handle directly (bypassing the stream), pauses after the bytes at hand, and node's server
+  // resumes both when it drains the connection's answers.
+  const socket = req.socket as Socket & { _paused?: boolean; parser?: { pause(): void; resume(): void } | null };
+  let queue = waiting.get(socket);
+  if (!queue) waiting.set(socket, (queue = { n: 0, paused: false }));
+  const q = queue;
+  if (++q.n >= PIPELINE_DEPTH && !socket._paused) {
+    q.paused = true;
+    socket._paused = true;
+    socket.pause();
+  }
+  res.once('socket', () => {
+    if (--q.n < PIPELINE_DEPTH && q.paused) {
+      q.paused = false;
+      if (socket._paused) {
+        socket._paused = false;
+        socket.parser?.resume();
+        socket.resume();
+      }
+    }
+    then();
+  });
 }
 
 /**
@@ -222,6 +272,15 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
       sendStatus(ctx, 400);
       return undefined;
     }
+    // RFC 9112 §6.1: HTTP/1.0 knows no Transfer-Encoding, so such a message's framing is faulty
+    // (a front end reading it as 1.0 sees its body as the next request: smuggling). Refused, and
+    // the connection closes after the answer, so nothing sent behind it is taken as a request.
+    if (req.httpVersionMinor === 0 && req.headers['transfer-encoding'] !== undefined) {
+      ctx.rule = ROUTE_RULES.badFraming;
+      res.setHeader('connection', 'close');
+      sendStatus(ctx, 400);
+      return undefined;
+    }
     // global_acl comes before any site logic, so it tests the peer: trusted proxies are per site.
     if (gen.globalAcl && !gen.globalAcl(peerIp)) {
       ctx.rule = GLOBAL_ACL_DENY.rule;
@@ -357,7 +416,8 @@ export function createDataPlane(opts: DataPlaneOptions): DataPlane {
     isTunnel: (req) => /\bwebsocket\b/i.test(req.headers.upgrade ?? ''),
     handler: (scheme) =>
       function onRequest(req, res) {
-        handle(scheme, req, res);
+        if (res instanceof ServerResponse) inTurn(req as IncomingMessage, res, () => handle(scheme, req, res));
+        else handle(scheme, req, res);
       },
     upgradeHandler: (scheme) =>
       function onUpgrade(req, socket, head) {
