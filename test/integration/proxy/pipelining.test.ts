@@ -10,19 +10,27 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import type { Daemon } from '../hostkit-process.ts';
-import { api, makeRoot, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
+import { api, makeCert, makeRoot, startOrigin, startProxy, until, type Origin, type ProxyRoot } from './harness.ts';
 
 let root: ProxyRoot;
 let proxy: Daemon;
 let origin: Origin;
+let pem: string;
 const HOST = 'pipe.test';
 
 before(async () => {
   origin = await startOrigin();
-  root = await makeRoot({
-    sites: { 'pipe.yaml': { id: 'pipe', hostnames: [HOST], origin: { url: origin.url }, protection: { bot: { enabled: false }, rate_limit: { enabled: false } } } },
+  root = await makeRoot();
+  pem = (await makeCert(root.dir, 'pipe', [HOST])).pem;
+  root.writeSite('pipe.yaml', {
+    id: 'pipe',
+    hostnames: [HOST],
+    origin: { url: origin.url },
+    tls: { enabled: true, cert_path: 'pipe.crt', key_path: 'pipe.key', redirect_http_to_https: false },
+    protection: { bot: { enabled: false }, rate_limit: { enabled: false } },
   });
   proxy = await startProxy(root);
 });
@@ -32,15 +40,18 @@ after(async () => {
   await origin?.close();
 });
 
-/** Sends `bytes` in one write and collects everything until the proxy closes the connection. */
-function untilClosed(bytes: string, opts: { closeAfterMs?: number; reset?: boolean } = {}): Promise<string> {
+/** Sends `bytes` in one write (over TLS with `tls`) and collects everything until the proxy closes the connection. */
+function untilClosed(bytes: string, opts: { closeAfterMs?: number; reset?: boolean; tls?: boolean } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const socket = connect(root.httpPort, '127.0.0.1', () => socket.write(bytes));
+    const write = (): boolean => socket.write(bytes);
+    // Over TLS the reset goes out on the TCP connection below it.
+    const tcp = connect(opts.tls ? root.httpsPort : root.httpPort, '127.0.0.1', opts.tls ? undefined : write);
+    const socket: Socket = opts.tls ? tlsConnect({ socket: tcp, servername: HOST, ca: pem }, write) : tcp;
     let got = '';
     socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
     socket.on('close', () => resolve(got));
     socket.on('error', reject);
-    if (opts.closeAfterMs !== undefined) setTimeout(() => (opts.reset ? socket.resetAndDestroy() : socket.destroy()), opts.closeAfterMs);
+    if (opts.closeAfterMs !== undefined) setTimeout(() => (opts.reset ? tcp.resetAndDestroy() : socket.destroy()), opts.closeAfterMs);
     socket.setTimeout(5000, () => reject(new Error(`the connection stayed open; got ${JSON.stringify(got)}`)));
   });
 }
@@ -193,6 +204,20 @@ test("a deep pipeline on node's server is answered whole and in order (reading p
   const seen = await received(async () => (text = await untilClosed(bytes)));
   assert.equal(statuses(text).length, n + 1);
   assert.deepEqual(seen, [...Array.from({ length: n }, (_, i) => `POST /deep/${i} +1`), 'GET /end']);
+});
+
+test('over TLS too: HTTP/1.0 with Transfer-Encoding is a 400 that closes, nothing behind a closing answer or a reset client reaches the origin', async () => {
+  for (const before of ['', plain]) {
+    let text = '';
+    let seen = await received(async () => (text = await untilClosed(`${before}POST /a HTTP/1.0\r\nHost: ${HOST}\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${behind}`, { tls: true })));
+    assert.deepEqual(statuses(text), before ? [200, 400] : [400]);
+    assert.deepEqual(seen, before ? ['GET /first'] : []);
+    seen = await received(async () => (text = await untilClosed(`${before}GET /bytes/5 HTTP/1.0\r\nHost: ${HOST}\r\nConnection: keep-alive\r\n\r\n${behind}`, { tls: true })));
+    assert.deepEqual(statuses(text), before ? [200, 200] : [200]);
+    assert.deepEqual(seen, [...(before ? ['GET /first'] : []), 'GET /bytes/5']);
+  }
+  const seen = await received(() => untilClosed(`GET /slow/500 HTTP/1.0\r\nHost: ${HOST}\r\nConnection: keep-alive\r\n\r\n${behind}`, { tls: true, closeAfterMs: 150, reset: true }).then(() => new Promise((r) => setTimeout(r, 600))));
+  assert.deepEqual(seen, ['GET /slow/500']);
 });
 
 /** The proxy process's resident memory in MiB (its workers are threads of it). */
