@@ -112,9 +112,8 @@ function inTurn(req: IncomingMessage, res: ServerResponse, then: () => void): vo
   // handle directly (bypassing the stream), pauses after the bytes at hand, and node's server
   // resumes both when it drains the connection's answers.
   const socket = req.socket as Socket & { _paused?: boolean; parser?: { pause(): void; resume(): void } | null };
-  let queue = waiting.get(socket);
-  if (!queue) waiting.set(socket, (queue = { n: 0, paused: false }));
-  const q = queue;
+  const q = waiting.get(socket) ?? { n: 0, paused: false };
+  waiting.set(socket, q);
   if (++q.n >= PIPELINE_DEPTH && !socket._paused) {
     q.paused = true;
     socket._paused = true;
