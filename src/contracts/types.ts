@@ -1649,6 +1649,10 @@ export interface ServerLimitsEntry {
    * TX speed while throttled (Mbit/s)
    */
   throttle_tx_mbps?: number;
+  /**
+   * SMART attack detection and mitigation for this server: true only when an admin granted SMART mode and the server's owner enabled it (spec/3 §4.3); absent = false
+   */
+  smart?: boolean;
 }
 
 // api/register-request.schema.json
@@ -1764,6 +1768,123 @@ export interface ServerStatsRecord {
    */
   exceeded: ('rx_day' | 'rx_week' | 'rx_month' | 'tx_day' | 'tx_week' | 'tx_month')[];
 }
+
+// api/smart-event.schema.json
+/**
+ * One SMART attack-detection event of a node agent (spec/3 §6.3, docs/node-agent.md). An incident is one attack on one server from detection to the end of its hold-down.
+ */
+export interface SmartEvent {
+  /**
+   * the event's id in the agent's store, rising; the panel pulls with after=<last id seen>
+   */
+  id: number;
+  /**
+   * server UUID
+   */
+  server_uuid: string;
+  /**
+   * what happened
+   */
+  type:
+    | 'attack_detected'
+    | 'attack_escalated'
+    | 'mitigation_started'
+    | 'mitigation_ended'
+    | 'attack_ended'
+    | 'apply_failed';
+  /**
+   * id of the incident (the id of its attack_detected event)
+   */
+  incident: number;
+  /**
+   * attack level L1-L3 at the event
+   */
+  level: number;
+  /**
+   * RFC 3339 time of the event
+   */
+  occurred_at: string;
+  /**
+   * RFC 3339 time the incident was detected
+   */
+  started_at: string;
+  /**
+   * RFC 3339 time the incident ended (attack_ended, mitigation_ended), else null
+   */
+  ended_at: string | null;
+  /**
+   * inbound traffic against the server's baseline at the event
+   */
+  metrics: {
+    /**
+     * inbound packets per second over the last poll cycle
+     */
+    pps: number;
+    /**
+     * inbound bits per second over the last poll cycle
+     */
+    bps: number;
+    /**
+     * highest inbound packets per second of the attack so far
+     */
+    peak_pps: number;
+    /**
+     * highest inbound bits per second of the attack so far
+     */
+    peak_bps: number;
+    /**
+     * the server's learned calm packet rate (at least the configured floor)
+     */
+    baseline_pps: number;
+    /**
+     * the server's learned calm bit rate (at least the configured floor)
+     */
+    baseline_bps: number;
+    /**
+     * the larger of pps/baseline_pps and bps/baseline_bps
+     */
+    ratio: number;
+  };
+  /**
+   * the mitigation in force after the event
+   */
+  mitigation: {
+    /**
+     * none: alert only (mitigation off, lifted or failed); rate_cap: inbound traffic capped with tc
+     */
+    action: 'none' | 'rate_cap';
+    /**
+     * the inbound cap in Mbit/s while action is rate_cap, else null
+     */
+    cap_mbps: number | null;
+  };
+  /**
+   * one sentence an operator can read
+   */
+  message: string;
+}
+
+// api/smart-events-data.schema.json
+/**
+ * GET /smart/events response data of the node API: events with id > after, oldest first.
+ */
+export interface SmartEventsData {
+  /**
+   * identifies the agent's event store; a different value means a new store whose ids restart, so the panel pulls it from after=0
+   */
+  stream: string;
+  /**
+   * at most limit events with id > after, oldest first
+   */
+  events: SmartEvent[];
+  /**
+   * the highest event id the agent holds (0: none); more remain when it is above the last returned id
+   */
+  last_id: number;
+}
+/**
+ * One SMART attack-detection event of a node agent (spec/3 §6.3, docs/node-agent.md). An incident is one attack on one server from detection to the end of its hold-down.
+ */
 
 // api/stats-data.schema.json
 /**
