@@ -14,7 +14,7 @@ import { cronProblem } from '../../src/lib/cron.ts';
 import { validateBandwidthdConfig } from '../../src/contracts/validators.js';
 import { bandwidthdConfigSchema } from '../../src/contracts/schemas.ts';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
-import { redactUrl, webhookTarget } from './webhook-url.ts';
+import { redactUrl, webhookTarget } from '../../src/lib/webhook-url.ts';
 import { socketPathProblem } from '../../src/lib/local-socket.ts';
 import { MIN_RATE_BPS } from '../../src/lib/tc.ts';
 

@@ -11,26 +11,17 @@
  */
 import type { Logger } from 'pino';
 import type { BandwidthdConfig } from '../../src/contracts/types.ts';
-import { errorMessage } from '../../src/core/app-error.ts';
 import { expandEnv } from '../../src/core/config-loader.ts';
 import { SERVICE_VERSION } from '../../src/core/version.ts';
-import { requestText } from '../../src/lib/http-request.ts';
+import { chatABody, chatBBody } from '../../src/lib/chat-payloads.ts';
 import { durationMs } from '../../src/lib/units.ts';
-import { chatABody, chatBBody, EVENT_STYLE, EVENTS, genericBody, type EventName, type Notice } from './payloads.ts';
+import { backoffMs, MAX_BACKOFF_MS, MAX_RETRY_AFTER_MS, sendWebhook, type SendResult } from '../../src/lib/webhook-send.ts';
+import { chatNotice, EVENT_STYLE, EVENTS, genericBody, type EventName, type Notice } from './payloads.ts';
 import type { BandwidthdStore } from './store.ts';
-import { webhookTarget } from './webhook-url.ts';
 
 export type Platform = 'chat_a' | 'chat_b' | 'generic';
-export const MAX_BACKOFF_MS = 60_000;
-/**
- * The longest Retry-After honoured (docs/decisions.md): a platform asking for more is taken to
- * mean "much later", not a pause of days that would outlive any queue.
- */
-export const MAX_RETRY_AFTER_MS = 3_600_000;
 /** Stored deliveries a retry pass sends per destination at most; the rest wait for the next pass. */
 export const RETRY_PASS_ROWS = 100;
-/** §8: generic webhook client timeout; used for every destination. */
-export const REQUEST_TIMEOUT_MS = 10_000;
 export const CHAT_A_PER_MINUTE = 30;
 /**
  * How long a stop lets queued notifications have their one attempt. It stays under the 10 s a
@@ -60,31 +51,10 @@ export interface Destination {
   username?: string;
 }
 
-export interface SendResult {
-  ok: boolean;
-  status?: number;
-  error?: string;
-  /** 4xx other than 408/429: retrying cannot help (bad or revoked URL, refused payload). */
-  permanent?: boolean;
-  retryAfterMs?: number;
+/** What one request through a destination's gate came to. */
+interface AttemptResult extends SendResult {
   /** Nothing was sent: the destination's gate stays closed this much longer than the caller would wait. */
   deferredMs?: number;
-}
-
-/** Wait before attempt n+1 after attempt n failed: base x 2^(n-1), at most 60 s. Pure. */
-export function backoffMs(base: number, failedAttempt: number): number {
-  return Math.min(MAX_BACKOFF_MS, base * 2 ** Math.max(0, failedAttempt - 1));
-}
-
-const retryAfterMs = (secs: number): number => Math.min(MAX_RETRY_AFTER_MS, Math.max(0, secs * 1000));
-
-/** Retry-After as seconds or an HTTP date, in ms (at most MAX_RETRY_AFTER_MS); undefined when absent or unreadable. Pure. */
-export function parseRetryAfter(value: string | null, now: number = Date.now()): number | undefined {
-  if (value === null || value.trim() === '') return undefined;
-  const secs = Number(value);
-  if (Number.isFinite(secs)) return retryAfterMs(secs);
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : retryAfterMs((at - now) / 1000);
 }
 
 function eventSet(map: Partial<Record<EventName, boolean>> | undefined): Set<EventName> {
@@ -127,8 +97,8 @@ export function destinationsOf(config: BandwidthdConfig): { dest: Destination; e
 
 /** The request body for a batch of notices (generic: exactly one). Pure. */
 export function bodyFor(dest: Destination, notices: Notice[]): string {
-  if (dest.type === 'chat_a') return JSON.stringify(chatABody(notices, dest.username));
-  if (dest.type === 'chat_b') return JSON.stringify(chatBBody(notices, { ...(dest.channel ? { channel: dest.channel } : {}), ...(dest.username ? { username: dest.username } : {}) }));
+  if (dest.type === 'chat_a') return JSON.stringify(chatABody(notices.map(chatNotice), { username: dest.username }));
+  if (dest.type === 'chat_b') return JSON.stringify(chatBBody(notices.map(chatNotice), { channel: dest.channel, username: dest.username }));
   return JSON.stringify(genericBody(notices[0] as Notice));
 }
 
@@ -146,51 +116,18 @@ function unsetVariables(dest: Destination): string[] {
 
 /**
  * One HTTP attempt, past no gate (the notifier's workers send through theirs; `webhook test` is
- * one request per destination); never throws. Userinfo in the URL becomes basic authentication.
- * A destination with an unset variable fails without a request, for good (§2.9: unknown variables
- * make delivery fail), rather than sending the literal reference as its secret.
+ * one request per destination); never throws. A destination with an unset variable fails without
+ * a request, for good (§2.9: unknown variables make delivery fail), rather than sending the literal
+ * reference as its secret; otherwise sendWebhook's rules decide (userinfo as basic authentication,
+ * 2xx delivered, 3xx and 4xx but 408/429 permanent).
  */
-export async function sendOnce(dest: Destination, body: string, timeoutMs: number = REQUEST_TIMEOUT_MS): Promise<SendResult> {
+export async function sendOnce(dest: Destination, body: string, timeoutMs?: number): Promise<SendResult> {
   const unset = unsetVariables(dest);
   if (unset.length > 0) {
     const refs = unset.map((v) => `\${${v}}`).join(', ');
     return { ok: false, permanent: true, error: `environment variable${unset.length === 1 ? ` ${unset[0]} is` : `s ${unset.join(', ')} are`} not set: ${refs} would be sent literally in the URL or headers` };
   }
-  const target = webhookTarget(dest.url);
-  if ('error' in target) return { ok: false, permanent: true, error: target.error };
-  const headers: Record<string, string> = { 'content-type': 'application/json', 'user-agent': `bandwidth-daemon/${SERVICE_VERSION}`, ...dest.headers };
-  if (target.authorization) headers['authorization'] = target.authorization;
-  try {
-    const res = await requestText(target.url, { method: dest.method, headers, body, timeoutMs });
-    const text = res.text;
-    if (res.status >= 200 && res.status <= 299) return { ok: true, status: res.status };
-    const out: SendResult = { ok: false, status: res.status, error: `HTTP ${res.status}${text ? `: ${text.slice(0, 200)}` : ''}` };
-    if (res.status === 429) {
-      let after = parseRetryAfter(res.headers['retry-after'] ?? null);
-      if (after === undefined) {
-        // The embed-style platform also says it in the body, in (fractional) seconds.
-        try {
-          const j = JSON.parse(text) as { retry_after?: unknown };
-          if (typeof j.retry_after === 'number') after = retryAfterMs(j.retry_after);
-        } catch {
-          // no JSON body
-        }
-      }
-      if (after !== undefined) out.retryAfterMs = after;
-    } else if (res.status >= 300 && res.status < 400) {
-      // Not followed (that would send the payload and its credentials wherever the answer points)
-      // and not retried: the same URL answers the same way. The configured URL needs changing.
-      const location = res.headers['location'];
-      out.permanent = true;
-      out.error = `HTTP ${res.status}: the endpoint redirects${typeof location === 'string' ? ` to ${location.slice(0, 200)}` : ''}; put that URL in the config (redirects are not followed)`;
-    } else if (res.status >= 400 && res.status < 500 && res.status !== 408) {
-      out.permanent = true;
-    }
-    return out;
-  } catch (err) {
-    const e = err as { name?: string };
-    return { ok: false, error: e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : errorMessage(err) };
-  }
+  return sendWebhook({ url: dest.url, method: dest.method, headers: dest.headers, body, userAgent: `bandwidth-daemon/${SERVICE_VERSION}`, timeoutMs });
 }
 
 export interface NotifierStats {
@@ -228,6 +165,7 @@ export interface NotifierOptions {
   store: BandwidthdStore | null;
   logger: Logger;
   now?: () => Date;
+  /** Default WEBHOOK_TIMEOUT_MS (src/lib/webhook-send.ts). */
   requestTimeoutMs?: number;
   /** Tests: the chat_a pace (default 30 messages per 60 s). */
   chatAPace?: { messages: number; windowMs: number };
@@ -240,7 +178,6 @@ export function createNotifier(opts: NotifierOptions): Notifier {
   const log = opts.logger;
   const store = opts.store;
   const now = opts.now ?? (() => new Date());
-  const timeout = opts.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
   const graceMs = opts.stopGraceMs ?? STOP_GRACE_MS;
   // One object per destination, so the live workers and the retry pass share its gate.
   const all = destinationsOf(opts.config);
@@ -305,13 +242,13 @@ export function createNotifier(opts: NotifierOptions): Notifier {
    * send. Waits up to `maxWaitMs` for the gate, never while stopping; a longer wait sends nothing
    * and returns `deferredMs`. A 429's Retry-After closes the gate for both paths.
    */
-  async function attempt(dest: Destination, body: string, maxWaitMs: number): Promise<SendResult> {
+  async function attempt(dest: Destination, body: string, maxWaitMs: number): Promise<AttemptResult> {
     for (let wait = gateWait(dest); wait > 0; wait = gateWait(dest)) {
       if (stopping || wait > maxWaitMs) return { ok: false, deferredMs: wait, error: `held back ${Math.ceil(wait / 1000)} s by the platform's rate limit` };
       await sleep(wait);
     }
     if (dest.type === 'chat_a') gateOf(dest).sent.push(Date.now());
-    const r = await sendOnce(dest, body, timeout);
+    const r = await sendOnce(dest, body, opts.requestTimeoutMs);
     if (r.retryAfterMs !== undefined) gateOf(dest).holdUntil = Date.now() + r.retryAfterMs;
     return r;
   }
@@ -322,7 +259,7 @@ export function createNotifier(opts: NotifierOptions): Notifier {
     // the retry job. One without has only its own worker to wait in: it waits the hold out, which
     // delays no other destination.
     const maxWait = outbox ? MAX_BACKOFF_MS : MAX_RETRY_AFTER_MS;
-    let last: SendResult = { ok: false };
+    let last: AttemptResult = { ok: false };
     for (let n = 1; n <= Math.max(1, dest.maxRetries); n++) {
       const r = givenUp ? undefined : await Promise.race([attempt(dest, body, maxWait), whenGivenUp]);
       if (r === undefined) {

@@ -1,9 +1,10 @@
 /**
  * Webhook payloads of the daemon (spec/3 §4.2, §6.2): the twelve events with their defaults and
- * colours, and the three body styles. Chat payloads are cut to the platforms' documented limits
- * instead of being refused (an over-long container name must not lose the notification). Pure.
+ * colours, the generic body, and the notice in the form src/lib/chat-payloads.ts builds the
+ * chat_a and chat_b bodies from (cut to the platforms' limits there). Pure.
  */
 import { SERVICE_VERSION } from '../../src/core/version.ts';
+import type { ChatNotice } from '../../src/lib/chat-payloads.ts';
 
 export const EVENTS = [
   'daemon_started',
@@ -60,112 +61,10 @@ export function styleOf(event: Notice['event']): EventStyle {
   return event === 'test' ? TEST_STYLE : EVENT_STYLE[event];
 }
 
-/** Documented limits of the embed-style platform. */
-export const CHAT_A_LIMITS = { title: 256, description: 4096, fields: 25, fieldName: 256, fieldValue: 1024, footer: 2048, total: 6000, embeds: 10 };
-/** Documented limits of the block-style platform. */
-export const CHAT_B_LIMITS = { sectionText: 3000, headerText: 150, contextText: 3000, blocks: 50, fallback: 4000 };
-
-/** Cuts to at most `max` code points, marking the cut with an ellipsis. */
-export function cut(text: string, max: number): string {
-  const chars = Array.from(text);
-  if (chars.length <= max) return text;
-  return max <= 1 ? chars.slice(0, max).join('') : chars.slice(0, max - 1).join('') + '…';
-}
-
-const len = (s: string): number => Array.from(s).length;
-
-function fieldText(v: string | number | boolean | null): string {
-  return v === null ? '-' : String(v);
-}
-
-export interface ChatAEmbed {
-  title: string;
-  description: string;
-  color: number;
-  timestamp: string;
-  footer: { text: string };
-  fields: { name: string; value: string; inline: boolean }[];
-}
-
-/** One embed within the per-embed limits. */
-export function chatAEmbed(n: Notice): ChatAEmbed {
+/** The notice in the chat payloads' neutral form: the event's style, its data as fields, the daemon as source. Pure. */
+export function chatNotice(n: Notice): ChatNotice {
   const s = styleOf(n.event);
-  const fields = Object.entries(n.data)
-    .slice(0, CHAT_A_LIMITS.fields)
-    .map(([k, v]) => ({ name: cut(k, CHAT_A_LIMITS.fieldName), value: cut(fieldText(v) || '-', CHAT_A_LIMITS.fieldValue), inline: true }));
-  return {
-    title: cut(`${s.emoji} ${s.title}`, CHAT_A_LIMITS.title),
-    description: cut(n.message || '-', CHAT_A_LIMITS.description),
-    color: s.color,
-    timestamp: n.timestamp,
-    footer: { text: cut(`bandwidth daemon ${SERVICE_VERSION} · ${n.event}`, CHAT_A_LIMITS.footer) },
-    fields,
-  };
-}
-
-function embedChars(e: ChatAEmbed): number {
-  return len(e.title) + len(e.description) + len(e.footer.text) + e.fields.reduce((t, f) => t + len(f.name) + len(f.value), 0);
-}
-
-/**
- * One message for up to 10 notices, its characters across all embeds at most 6000: fields are
- * dropped from the last embeds first, then descriptions shortened, so every notice keeps its title.
- */
-export function chatABody(notices: Notice[], username?: string): { username?: string; embeds: ChatAEmbed[] } {
-  const embeds = notices.slice(0, CHAT_A_LIMITS.embeds).map(chatAEmbed);
-  let total = embeds.reduce((t, e) => t + embedChars(e), 0);
-  for (let i = embeds.length - 1; i >= 0 && total > CHAT_A_LIMITS.total; i--) {
-    const e = embeds[i] as ChatAEmbed;
-    while (e.fields.length > 0 && total > CHAT_A_LIMITS.total) {
-      const f = e.fields.pop() as ChatAEmbed['fields'][number];
-      total -= len(f.name) + len(f.value);
-    }
-  }
-  for (let i = embeds.length - 1; i >= 0 && total > CHAT_A_LIMITS.total; i--) {
-    const e = embeds[i] as ChatAEmbed;
-    const keep = Math.max(1, len(e.description) - (total - CHAT_A_LIMITS.total));
-    total -= len(e.description);
-    e.description = cut(e.description, keep);
-    total += len(e.description);
-  }
-  return username ? { username, embeds } : { embeds };
-}
-
-const hex = (c: number): string => `#${c.toString(16).padStart(6, '0')}`;
-
-/** Slack-style mrkdwn needs &, < and > escaped. */
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-
-export interface ChatBBody {
-  text: string;
-  channel?: string;
-  username?: string;
-  attachments: { color: string; fallback: string; blocks: Record<string, unknown>[] }[];
-}
-
-/** One message with an attachment (colour bar + blocks) per notice, at most 50 blocks in all. */
-export function chatBBody(notices: Notice[], opts: { channel?: string; username?: string } = {}): ChatBBody {
-  const per = 3;
-  const list = notices.slice(0, Math.floor(CHAT_B_LIMITS.blocks / per));
-  const attachments = list.map((n) => {
-    const s = styleOf(n.event);
-    const title = `${s.emoji} ${s.title}`;
-    const details = Object.entries(n.data).map(([k, v]) => `*${esc(k)}:* ${esc(fieldText(v))}`).join('\n');
-    const text = details ? `${esc(n.message)}\n${details}` : esc(n.message || '-');
-    return {
-      color: hex(s.color),
-      fallback: cut(`${title}: ${n.message}`, CHAT_B_LIMITS.fallback),
-      blocks: [
-        { type: 'header', text: { type: 'plain_text', text: cut(title, CHAT_B_LIMITS.headerText), emoji: true } },
-        { type: 'section', text: { type: 'mrkdwn', text: cut(text, CHAT_B_LIMITS.sectionText) } },
-        { type: 'context', elements: [{ type: 'mrkdwn', text: cut(`${n.timestamp} · bandwidth daemon ${SERVICE_VERSION} · ${n.event}`, CHAT_B_LIMITS.contextText) }] },
-      ],
-    };
-  });
-  const body: ChatBBody = { text: cut(list.map((n) => `${styleOf(n.event).title}: ${n.message}`).join('\n'), CHAT_B_LIMITS.fallback), attachments };
-  if (opts.channel) body.channel = opts.channel;
-  if (opts.username) body.username = opts.username;
-  return body;
+  return { event: n.event, title: s.title, emoji: s.emoji, color: s.color, timestamp: n.timestamp, message: n.message, fields: n.data, source: `bandwidth daemon ${SERVICE_VERSION}` };
 }
 
 /** §4.2's generic body: one notice per request. */

@@ -18,9 +18,9 @@ export function redactUrl(raw: string): string {
 
 /**
  * The request target of a webhook URL: the URL without userinfo, and the basic-authentication
- * header its userinfo stands for (spec/3 §5); or why the URL cannot be used. Used by the config
- * check (so a bad URL is refused with its path) and at send time (so a URL that slipped past,
- * such as one built by a test, fails the delivery instead of throwing). Never throws.
+ * header its userinfo stands for (spec/3 §5); or why the URL cannot be used. Used by a role's
+ * config check (so a bad URL is refused with its path) and by sendWebhook at send time (so a URL
+ * that slipped past, such as one built by a test, fails the delivery instead of throwing). Never throws.
  */
 export function webhookTarget(raw: string): { url: URL; authorization?: string } | { error: string } {
   let url: URL;
