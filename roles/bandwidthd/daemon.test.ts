@@ -113,6 +113,7 @@ function rig(over: Record<string, unknown>, opts: { store?: BandwidthdStore; t?:
     verify: () => Promise.resolve([]),
     forget: () => undefined,
     sweepOrphanIfbs: () => (sweeps.n++, Promise.resolve(0)),
+    rootDrops: () => Promise.resolve(new Map()),
     ...opts.tc,
   };
   const notifier: Notifier = opts.notifier?.(config, store) ?? {
@@ -393,6 +394,7 @@ test('a tc that fails is tc_failed once, and retried on the next poll', async ()
       verify: () => Promise.resolve([]),
       forget: () => undefined,
       sweepOrphanIfbs: () => Promise.resolve(0),
+      rootDrops: () => Promise.resolve(new Map()),
     },
     notifier: { notify: (e) => void sent.push(e), retryStored: () => Promise.resolve({ delivered: 0, left: 0 }), stats: () => ({ queued: 0, dropped: 0, delivered: 0, failed: 0, stored: 0 }), idle: () => Promise.resolve(), stop: () => Promise.resolve() },
     logger: pino({ level: 'silent' }),

@@ -34,6 +34,8 @@ export interface Limits {
   exceed_action: ExceedAction;
   throttle_rx_mbps: number;
   throttle_tx_mbps: number;
+  /** SMART attack detection on (granted by an admin and enabled by the owner, spec/3 §4.3). */
+  smart: boolean;
 }
 
 /** A quota combo that was reached in period `key`; `cleared` = an admin unthrottled it for that period. */

@@ -50,6 +50,7 @@ function recordingTc(): TrafficControl & { last: Map<string, InterfaceShape>; re
     verify: async () => [],
     forget: () => undefined,
     sweepOrphanIfbs: async () => 0,
+    rootDrops: async () => new Map(),
   };
 }
 
@@ -87,7 +88,7 @@ test('suspend: retried while the panel is down, then 1 Mbit/s both ways; unthrot
     containers: {
       scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-a', ifindex: 41 }],
       watch: () => () => undefined,
-      counters: async () => new Map([['veth-a', { rxBytes: 0, txBytes: intoServer }]]),
+      counters: async () => new Map([['veth-a', { rxBytes: 0, rxPackets: 0, txBytes: intoServer, txPackets: 0 }]]),
     },
   });
   await agent.rescan();
@@ -144,7 +145,7 @@ test('the store survives a reopen: counters, limits, flags and overrides', async
       containers: {
         scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-b', ifindex: 7 }],
         watch: () => () => undefined,
-        counters: async () => new Map([['veth-b', { rxBytes: 0, txBytes: bytes() }]]),
+        counters: async () => new Map([['veth-b', { rxBytes: 0, rxPackets: 0, txBytes: bytes(), txPackets: 0 }]]),
       },
     });
   let counter = 1000;
@@ -182,7 +183,7 @@ test('rules left on a veth by the last run go at the first enforce that wants no
     unitAgent(dir, s, {
       tc,
       config: { ...config(dir), traffic_control: { enabled: shaping } },
-      containers: { scan: async () => running, watch: () => () => undefined, counters: async (ifaces) => new Map(ifaces.map((i) => [i, { rxBytes: 0, txBytes: 0 }])) },
+      containers: { scan: async () => running, watch: () => () => undefined, counters: async (ifaces) => new Map(ifaces.map((i) => [i, { rxBytes: 0, rxPackets: 0, txBytes: 0, txPackets: 0 }])) },
     });
   let store = openAgentStore({ path: join(dir, 'agent.db') });
   const before = recordingTc();
@@ -334,4 +335,70 @@ test('one event the panel refuses is dropped alone; the rest of its batch is del
     await agent.stop();
     store.close();
   }
+});
+
+test('SMART: a flood on a server with SMART on is detected, capped on the veth, ended after the hold-down, served to the panel by id, and the baseline survives a restart', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'hk-agent-unit-'));
+  const clock = { t: Date.parse('2026-12-07T10:00:00Z') };
+  const traffic = { packets: 0, bytes: 0 };
+  const smartConfig = (): NodeAgentConfig => ({
+    ...config(dir),
+    smart: { ...config(dir).smart, floor_pps: 100, floor_mbps: 1, min_cap_mbps: 2, hold_down: '3s', baseline_time_constant: '1m' },
+  });
+  const make = (s: ReturnType<typeof openAgentStore>, tc: TrafficControl) =>
+    unitAgent(dir, s, {
+      tc,
+      now: () => clock.t,
+      config: smartConfig(),
+      containers: {
+        scan: async () => [{ uuid: UUID, containerId: 'c1', name: UUID, iface: 'veth-s', ifindex: 12 }],
+        watch: () => () => undefined,
+        counters: async () => new Map([['veth-s', { rxBytes: 0, rxPackets: 0, txBytes: traffic.bytes, txPackets: traffic.packets }]]),
+      },
+    });
+  const second = async (agent: ReturnType<typeof createAgent>, pps: number): Promise<void> => {
+    clock.t += 1000;
+    traffic.packets += pps;
+    traffic.bytes += pps * 200;
+    await agent.runCycle();
+  };
+  let store = openAgentStore({ path: join(dir, 'agent.db') });
+  const tc = recordingTc();
+  let agent = make(store, tc);
+  await agent.rescan();
+  await agent.applyLimits({ config_version: 1, servers: [{ uuid: UUID, smart: true }] });
+  for (let i = 0; i < 5; i++) await second(agent, 20);
+  assert.equal(tc.last.size, 0, 'no rules while calm');
+  await second(agent, 1000); // 10x the 100 packets/s floor: level 2
+  assert.equal(tc.last.get('veth-s')?.down?.rateBps, 2e6, 'capped at the minimum cap');
+  assert.equal(agent.status().smart.attacked, 1);
+  await second(agent, 5000); // level 3
+  for (let i = 0; i < 5; i++) await second(agent, 20);
+  assert.deepEqual(tc.removed, ['veth-s'], 'the cap lifted after the hold-down');
+  const page = agent.smartEvents(0, 200);
+  assert.deepEqual(page.events.map((e) => `${e.type}:${e.level}`), ['attack_detected:2', 'mitigation_started:2', 'attack_escalated:3', 'mitigation_ended:3', 'attack_ended:3']);
+  assert.deepEqual(page.events.map((e) => e.id), [1, 2, 3, 4, 5]);
+  assert.equal(page.last_id, 5);
+  assert.ok(page.events.every((e) => e.incident === 1 && e.server_uuid === UUID));
+  assert.deepEqual(agent.smartEvents(3, 1).events.map((e) => e.id), [4]);
+  await agent.stop();
+  store.close();
+
+  // A new process on the same store: the learned baseline and the stream are kept, incident numbers go on.
+  store = openAgentStore({ path: join(dir, 'agent.db') });
+  const learned = store.loadSmart().states.get(UUID);
+  assert.ok(learned && learned.learned && learned.basePps > 10, `baseline kept: ${learned?.basePps}`);
+  agent = make(store, recordingTc());
+  await agent.rescan();
+  await agent.applyLimits({ config_version: 2, servers: [{ uuid: UUID, smart: true }] });
+  await second(agent, 20);
+  await second(agent, 900);
+  const next = agent.smartEvents(5, 200);
+  assert.equal(next.stream, page.stream);
+  assert.deepEqual(next.events.map((e) => `${e.id}:${e.type}:${e.incident}`), ['6:attack_detected:2', '7:mitigation_started:2']);
+  // SMART turned off by the panel mid-attack: the attack ends and the cap goes.
+  await agent.applyLimits({ config_version: 3, servers: [{ uuid: UUID, smart: false }] });
+  assert.deepEqual(agent.smartEvents(7, 200).events.map((e) => e.type), ['mitigation_ended', 'attack_ended']);
+  await agent.stop();
+  store.close();
 });

@@ -12,7 +12,8 @@ import { SERVICE_VERSION } from '../../src/core/version.ts';
 import { durationMs } from '../../src/lib/units.ts';
 import { nextPeriodStart, periodKey, periodStart, type Period } from '../../src/lib/calendar.ts';
 import type { InterfaceShape, TrafficControl } from '../../src/lib/tc.ts';
-import type { NodeAgentConfig, LimitsPayload, ServerStatsRecord } from '../../src/contracts/types.ts';
+import type { IfaceTraffic } from '../../src/lib/veth.ts';
+import type { NodeAgentConfig, LimitsPayload, ServerStatsRecord, SmartEventsData } from '../../src/contracts/types.ts';
 import {
   accountServer,
   desiredSpeeds,
@@ -23,7 +24,9 @@ import {
   type Combo,
   type Limits,
 } from './accounting.ts';
+import { smartSettings } from './config.ts';
 import { normalizeLimits } from './limits.ts';
+import { applyFailure, newSmartState, smartStep, type SmartEventDraft, type SmartState } from './smart.ts';
 import { PanelError, registerBackoffMs, type PanelClient } from './panel-client.ts';
 import type { AgentStore, HourlyDelta, OutboxItem, ServerRecord, StoredLimits } from './store.ts';
 
@@ -33,6 +36,9 @@ const HISTORY_KEEP_MS = 62 * 24 * HOUR;
 const OUTBOX_BATCH = 50;
 /** A stopped container's veth is gone well within this; its IFB is swept by the first scan after. */
 const IFB_SWEEP_DELAY_MS = 5_000;
+/** Learned baselines are written this often (and at stop); incidents are written in their cycle. */
+const SMART_SAVE_MS = 5 * 60_000;
+const DAY = 24 * HOUR;
 
 /** A running container that is a managed server, with its host-side veth. */
 export interface ManagedContainer {
@@ -50,7 +56,7 @@ export interface ContainerView {
   /** Calls `onChange` when containers start, die, are destroyed or renamed; returns an unsubscribe. */
   watch(onChange: () => void): () => void;
   /** Host-view counters of the given interfaces (rx = bytes the container sent, tx = bytes sent to it). */
-  counters(ifaces: string[]): Promise<Map<string, { rxBytes: number; txBytes: number }>>;
+  counters(ifaces: string[]): Promise<Map<string, IfaceTraffic>>;
 }
 
 export interface AgentDeps {
@@ -80,6 +86,8 @@ export interface AgentStatus {
   /** The store's last failed write (a full disk, a read-only file), cleared by the next stored cycle. */
   database: { path: string; last_error: string | null; last_error_at: string | null };
   traffic_control: boolean;
+  /** SMART detection: on for this node, servers watched, servers under attack now. */
+  smart: { enabled: boolean; watched: number; attacked: number };
 }
 
 export interface Agent {
@@ -98,6 +106,8 @@ export interface Agent {
   rescan(): Promise<void>;
   /** Delivers queued events now (up to 50). */
   flushOutbox(): Promise<void>;
+  /** SMART events with id > after, oldest first (GET /smart/events). */
+  smartEvents(after: number, limit: number): SmartEventsData;
 }
 
 export function createAgent(deps: AgentDeps): Agent {
@@ -107,6 +117,14 @@ export function createAgent(deps: AgentDeps): Agent {
   const pollMs = durationMs(config.bandwidth.poll_interval);
   const records: Map<string, ServerRecord> = store.loadServers();
   let limits: StoredLimits = store.loadLimits();
+  const smartConfig = smartSettings(config);
+  const loadedSmart = store.loadSmart();
+  const smartStates: Map<string, SmartState> = loadedSmart.states;
+  let lastIncident = loadedSmart.lastIncident;
+  const nextIncident = (): number => ++lastIncident;
+  let smartSavedAt = now();
+  /** The detector's inbound cap of a server (bit/s), null when none is in force. */
+  const smartCap = (uuid: string): number | null => smartStates.get(uuid)?.incident?.capBps ?? null;
   let containers = new Map<string, ManagedContainer>();
   let dockerState = 'not scanned yet';
   /** False until a discovery scan has answered: before that, a server missing from `containers` is unknown, not stopped. */
@@ -120,7 +138,7 @@ export function createAgent(deps: AgentDeps): Agent {
   const applied = new Map<string, { iface: string; ifindex: number }>();
   for (const rec of records.values()) {
     const speeds = desiredSpeeds(rec.state, limits.servers.get(rec.state.uuid));
-    if (rec.iface !== null && rec.state.ifindex !== null && (speeds.rxMbps > 0 || speeds.txMbps > 0)) applied.set(rec.state.uuid, { iface: rec.iface, ifindex: rec.state.ifindex });
+    if (rec.iface !== null && rec.state.ifindex !== null && (speeds.rxMbps > 0 || speeds.txMbps > 0 || smartCap(rec.state.uuid) !== null)) applied.set(rec.state.uuid, { iface: rec.iface, ifindex: rec.state.ifindex });
   }
   const suspendInFlight = new Set<string>();
   /** Servers whose suspend call failed since it was last answered, with the count: said once, not every cycle. */
@@ -156,12 +174,15 @@ export function createAgent(deps: AgentDeps): Agent {
   async function cycle(): Promise<void> {
     const t = now();
     const ifaces = [...containers.values()].flatMap((c) => (c.iface ? [c.iface] : []));
-    let counters = new Map<string, { rxBytes: number; txBytes: number }>();
+    let counters = new Map<string, IfaceTraffic>();
     try {
       counters = await deps.containers.counters(ifaces);
     } catch (err) {
       logger.warn({ err: errorMessage(err) }, 'reading interface counters failed; this cycle counts nothing');
     }
+    const drops = await capDrops();
+    const smartChanged: SmartState[] = [];
+    const smartEvents: SmartEventDraft[] = [];
     const hour = Math.floor(t / HOUR) * HOUR;
     const changed: ServerRecord[] = [];
     const hourly: HourlyDelta[] = [];
@@ -185,9 +206,23 @@ export function createAgent(deps: AgentDeps): Agent {
       changed.push(rec);
       hourly.push({ uuid, hour, rx: r.delta.rx, tx: r.delta.tx });
       events.push(...r.events);
+      const watched = config.smart.enabled && limits.servers.get(uuid)?.smart === true;
+      const before = smartStates.get(uuid);
+      if (watched || before?.incident) {
+        const smartReading = c && counter && c.ifindex !== null ? { at: t, ifindex: c.ifindex, bytes: counter.txBytes, packets: counter.txPackets, drops: (c.iface && drops.get(c.iface)) || 0 } : null;
+        const step = smartStep(before ?? newSmartState(uuid), smartReading, t, watched, smartConfig, nextIncident);
+        smartStates.set(uuid, step.state);
+        // An attack's state (peaks, the hold-down's start) is written every cycle it lasts: few servers, and a restart resumes it.
+        if (step.events.length > 0 || step.state.incident !== null || before?.incident) smartChanged.push(step.state);
+        smartEvents.push(...step.events);
+      }
     }
-    store.saveCycle(changed, hourly, events);
+    // Baselines drift every cycle: written every few minutes rather than 1,000 rows a cycle.
+    const saveAll = t - smartSavedAt >= SMART_SAVE_MS;
+    if (saveAll) smartSavedAt = t;
+    store.saveCycle(changed, hourly, events, { states: saveAll ? [...smartStates.values()] : smartChanged, events: smartEvents });
     for (const e of events) logger.info({ server: e.server_uuid, event: e.type, period: e.period, direction: e.direction }, e.message);
+    logSmartEvents(smartEvents);
     await enforce();
     for (const rec of records.values()) if (rec.state.suspend === 'pending') requestSuspend(rec.state.uuid);
     if (events.length > 0 && config.scheduler.enabled) void flushOutbox();
@@ -208,14 +243,17 @@ export function createAgent(deps: AgentDeps): Agent {
       }
       if (!c?.iface || c.ifindex === null) continue;
       const speeds = config.traffic_control.enabled ? desiredSpeeds(rec.state, limits.servers.get(uuid)) : { rxMbps: 0, txMbps: 0 };
-      if (speeds.rxMbps === 0 && speeds.txMbps === 0) {
+      // An attack's cap applies on top of the server's own speed cap: the tighter one wins.
+      const cap = smartCap(uuid);
+      const downBps = cap === null ? speeds.rxMbps * 1_000_000 : speeds.rxMbps > 0 ? Math.min(cap, speeds.rxMbps * 1_000_000) : cap;
+      if (downBps === 0 && speeds.txMbps === 0) {
         if (applied.has(uuid)) removals.push({ iface: c.iface, ifindex: c.ifindex });
         continue;
       }
       shapes.push({
         iface: c.iface,
         ifindex: c.ifindex,
-        down: speeds.rxMbps > 0 ? { rateBps: speeds.rxMbps * 1_000_000 } : null,
+        down: downBps > 0 ? { rateBps: downBps } : null,
         up: speeds.txMbps > 0 ? { rateBps: speeds.txMbps * 1_000_000 } : null,
       });
     }
@@ -234,6 +272,52 @@ export function createAgent(deps: AgentDeps): Agent {
       for (const [uuid, c] of containers) {
         if (c.iface && c.ifindex !== null && shaped.has(c.iface) && !failed.has(c.iface)) applied.set(uuid, { iface: c.iface, ifindex: c.ifindex });
       }
+      reportCapFailures(r.failed);
+    }
+  }
+
+  /** An attack's cap that tc refused is an apply_failed event, once per cap (the rules are retried every cycle). */
+  function reportCapFailures(failed: readonly { iface: string; error: string }[]): void {
+    const states: SmartState[] = [];
+    const events: SmartEventDraft[] = [];
+    for (const f of failed) {
+      for (const [uuid, c] of containers) {
+        const st = smartStates.get(uuid);
+        if (c.iface !== f.iface || !st) continue;
+        const r = applyFailure(st, now(), f.error, smartConfig);
+        if (!r) continue;
+        smartStates.set(uuid, r.state);
+        states.push(r.state);
+        events.push(r.event);
+      }
+    }
+    if (events.length === 0) return;
+    store.saveCycle([], [], [], { states, events });
+    logSmartEvents(events);
+  }
+
+  function logSmartEvents(events: readonly SmartEventDraft[]): void {
+    for (const e of events) {
+      const fields = { server: e.server_uuid, event: e.type, level: e.level, incident: e.incident, pps: e.metrics.pps, bps: e.metrics.bps, ratio: e.metrics.ratio, cap_mbps: e.mitigation.cap_mbps };
+      if (e.type === 'attack_detected' || e.type === 'attack_escalated' || e.type === 'apply_failed') logger.warn(fields, e.message);
+      else logger.info(fields, e.message);
+    }
+  }
+
+  /**
+   * What the caps of attacked servers dropped so far, by veth (one `tc -s` read, only while some
+   * server is capped): the detector counts dropped packets as arrived, or a capped attack would
+   * look calm and the cap lift while it goes on.
+   */
+  async function capDrops(): Promise<Map<string, number>> {
+    if (!deps.tc) return new Map();
+    const capped = [...containers.values()].flatMap((c) => (c.iface && smartCap(c.uuid) !== null ? [c.iface] : []));
+    if (capped.length === 0) return new Map();
+    try {
+      return await deps.tc.rootDrops(capped);
+    } catch (err) {
+      logger.warn({ err: errorMessage(err) }, 'reading the drop counters of capped servers failed; this cycle sees only what the caps let through');
+      return new Map();
     }
   }
 
@@ -634,9 +718,10 @@ export function createAgent(deps: AgentDeps): Agent {
     const staleHours = config.cleanup.stale_server_hours;
     await serial(() => {
       const keep = new Set([...containers.keys(), ...limits.servers.keys()]);
-      const forgotten = store.cleanup(staleHours > 0 ? t - staleHours * HOUR : null, t - HISTORY_KEEP_MS, keep);
+      const forgotten = store.cleanup(staleHours > 0 ? t - staleHours * HOUR : null, t - HISTORY_KEEP_MS, keep, t - config.smart.events_retention_days * DAY);
       for (const uuid of forgotten) {
         records.delete(uuid);
+        smartStates.delete(uuid);
         logger.info({ server: uuid }, `forgot server unseen for ${staleHours} h`);
       }
       if (config.cleanup.compact_db) store.compact();
@@ -686,6 +771,12 @@ export function createAgent(deps: AgentDeps): Agent {
       for (const t of timers) clearInterval(t);
       unwatch?.();
       await queue;
+      // The learned baselines since the last periodic write, so a restart detects against them.
+      try {
+        store.saveCycle([], [], [], { states: [...smartStates.values()], events: [] });
+      } catch (err) {
+        noteStoreError(err, 'saving the SMART baselines');
+      }
     },
     knows: (uuid) => records.has(uuid),
     health: () => ({ status: 'ok', version: SERVICE_VERSION, containers: containers.size, uptime_seconds: Math.floor((now() - startedAt) / 1000) }),
@@ -709,11 +800,17 @@ export function createAgent(deps: AgentDeps): Agent {
         panel: { ...panelState },
         database: { ...databaseState },
         traffic_control: config.traffic_control.enabled && deps.tc !== null,
+        smart: {
+          enabled: config.smart.enabled,
+          watched: config.smart.enabled ? [...limits.servers.values()].filter((l) => l.smart).length : 0,
+          attacked: [...smartStates.values()].filter((st) => st.incident !== null).length,
+        },
       };
     },
     runCycle: () => serial(cycle),
     rescan,
     flushOutbox,
+    smartEvents: (after, limit) => store.smartEvents(after, limit),
   };
 }
 

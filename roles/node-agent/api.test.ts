@@ -12,6 +12,7 @@ import { normalizeLimits } from './limits.ts';
 const TOKEN = 'ef'.repeat(32);
 const UUID = '11111111-2222-4333-8444-555555555555';
 const applied: unknown[] = [];
+const smartAsks: [number, number][] = [];
 
 const agent = {
   health: () => ({ status: 'ok', version: '1.0.0', containers: 0, uptime_seconds: 1 }),
@@ -20,6 +21,10 @@ const agent = {
   history: () => [],
   unthrottle: () => Promise.resolve(true),
   status: () => ({}),
+  smartEvents: (after: number, limit: number) => {
+    smartAsks.push([after, limit]);
+    return { stream: 's-1', events: [], last_id: 0 };
+  },
   applyLimits(payload: unknown) {
     // What the agent does first: the whole request fails on a top-level problem.
     const n = normalizeLimits(payload);
@@ -137,4 +142,20 @@ test('PUT /limits without servers or config_version is 400 and applies nothing',
   const r = await call('PUT', '/limits', { body: JSON.stringify({ config_version: 45, servers: [{ uuid: UUID, rx_speed_mbps: 10 }, {}, { uuid: 'nope' }, 7, { uuid: UUID, enabled: 'yes' }] }) });
   assert.equal(r.status, 200);
   assert.deepEqual(r.body.data, { applied: 1, failed: 4 });
+});
+
+test('GET /smart/events: the token, after and limit with their defaults and bounds', async () => {
+  assert.equal((await call('GET', '/smart/events', { token: null })).status, 401);
+  const ok = await call('GET', '/smart/events');
+  assert.equal(ok.status, 200);
+  assert.deepEqual(ok.body.data, { stream: 's-1', events: [], last_id: 0 });
+  assert.equal((await call('GET', '/smart/events?after=41&limit=500')).status, 200);
+  assert.deepEqual(smartAsks, [[0, 200], [41, 500]]);
+  for (const q of ['after=-1', 'after=x', 'limit=0', 'limit=501', 'after=1e3', 'after=99999999999999999']) {
+    const bad = await call('GET', `/smart/events?${q}`);
+    assert.equal(bad.status, 400, q);
+    assert.equal(bad.body.meta.code, 'ERR_BAD_REQUEST');
+    assert.match(bad.body.error ?? '', /must be a whole number/);
+  }
+  assert.equal((await call('POST', '/smart/events')).status, 405);
 });

@@ -69,6 +69,17 @@ const PARSER_ERRORS: Readonly<Record<string, { status: number; message: string }
 };
 
 const badRequest = (message: string): AppError => new AppError('ERR_BAD_REQUEST', message, { status: 400 });
+const SMART_PAGE = 200;
+const SMART_PAGE_MAX = 500;
+
+/** A whole-number query parameter within [min, max]; `fallback` when absent; 400 otherwise. */
+function intParam(query: URLSearchParams, name: string, fallback: number, min: number, max: number): number {
+  const raw = query.get(name);
+  if (raw === null) return fallback;
+  const n = /^[0-9]{1,16}$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw badRequest(`${name} must be a whole number from ${min} to ${max}`);
+  return n;
+}
 
 /**
  * Builds the API server around a running agent; the caller listens and closes it. Without
@@ -100,6 +111,12 @@ export function createNodeApi(agent: Agent, opts: { token?: () => string; logger
         if (bucket !== 'hour' && bucket !== 'day') throw badRequest('bucket must be hour or day');
         return { uuid, period, bucket, points: agent.history(uuid, period, bucket) };
       },
+    },
+    {
+      method: 'GET',
+      path: /^\/api\/v1\/smart\/events$/,
+      auth: true,
+      handle: ({ query }) => agent.smartEvents(intParam(query, 'after', 0, 0, Number.MAX_SAFE_INTEGER), intParam(query, 'limit', SMART_PAGE, 1, SMART_PAGE_MAX)),
     },
     {
       method: 'PUT',

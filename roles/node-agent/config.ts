@@ -14,6 +14,8 @@ import { at, checkAbsolutePaths, checkHttpUrl, checkPositiveDurations, checkTime
 import { validateNodeAgentConfig } from '../../src/contracts/validators.js';
 import { nodeAgentConfigSchema } from '../../src/contracts/schemas.ts';
 import type { NodeAgentConfig } from '../../src/contracts/types.ts';
+import { durationMs } from '../../src/lib/units.ts';
+import type { SmartSettings } from './smart.ts';
 
 export const DEFAULT_CONFIG_PATH = '/etc/bandwidth-node/config.yaml';
 
@@ -72,7 +74,7 @@ export const nodeAgentConfigSpec: ConfigSpec<NodeAgentConfig> = {
   checks(config, problems: ConfigProblem[]) {
     checkPositiveDurations(
       config,
-      ['/docker/discovery_interval', '/bandwidth/poll_interval', '/scheduler/check_interval', '/cleanup/interval', '/panel/heartbeat_interval'],
+      ['/docker/discovery_interval', '/bandwidth/poll_interval', '/scheduler/check_interval', '/cleanup/interval', '/panel/heartbeat_interval', '/smart/baseline_time_constant', '/smart/hold_down'],
       problems,
     );
     checkTimeZone(config, '/timezone', problems);
@@ -80,6 +82,24 @@ export const nodeAgentConfigSpec: ConfigSpec<NodeAgentConfig> = {
     checkAbsolutePaths(config, ['/general/socket_path', '/database/path', '/panel/token_file', '/logging/file'], problems);
     if (at(config, '/database/max_open_conns') !== undefined && at(config, '/database/max_open_conns') !== 1) {
       problems.push({ path: '/database/max_open_conns', message: 'must be 1: the store has a single writer' });
+    }
+    // The levels must rise and their caps tighten, or a higher level would be no worse than a lower one.
+    const num = (path: string): number | undefined => (typeof at(config, path) === 'number' ? (at(config, path) as number) : undefined);
+    for (const [lower, higher, rule] of [
+      ['l1_multiplier', 'l2_multiplier', 'must be above /smart/l1_multiplier'],
+      ['l2_multiplier', 'l3_multiplier', 'must be above /smart/l2_multiplier'],
+    ] as const) {
+      const a = num(`/smart/${lower}`);
+      const b = num(`/smart/${higher}`);
+      if (a !== undefined && b !== undefined && b <= a) problems.push({ path: `/smart/${higher}`, message: `${rule} (${a}); got ${b}` });
+    }
+    for (const [looser, tighter] of [
+      ['l1_cap_factor', 'l2_cap_factor'],
+      ['l2_cap_factor', 'l3_cap_factor'],
+    ] as const) {
+      const a = num(`/smart/${looser}`);
+      const b = num(`/smart/${tighter}`);
+      if (a !== undefined && b !== undefined && b > a) problems.push({ path: `/smart/${tighter}`, message: `must be at most /smart/${looser} (${a}): a higher level caps tighter; got ${b}` });
     }
     const socketPath = at(config, '/general/socket_path');
     if (socketPath === '') {
@@ -108,6 +128,21 @@ export const nodeAgentConfigSpec: ConfigSpec<NodeAgentConfig> = {
     }
   },
 };
+
+/** The detector's settings in base units (runs once at agent start). */
+export function smartSettings(config: NodeAgentConfig): SmartSettings {
+  const s = config.smart;
+  return {
+    baselineTauMs: durationMs(s.baseline_time_constant),
+    floorPps: s.floor_pps,
+    floorBps: s.floor_mbps * 1e6,
+    multipliers: [s.l1_multiplier, s.l2_multiplier, s.l3_multiplier],
+    mitigate: s.mitigation,
+    capFactors: [s.l1_cap_factor, s.l2_cap_factor, s.l3_cap_factor],
+    minCapBps: s.min_cap_mbps * 1e6,
+    holdDownMs: durationMs(s.hold_down),
+  };
+}
 
 /** Loads and checks the agent config; throws ConfigError listing every problem. */
 export function loadNodeAgentConfig(file: string): LoadedConfig<NodeAgentConfig> {

@@ -41,6 +41,7 @@ export const LIMIT_DEFAULTS: Readonly<Omit<Limits, 'uuid'>> = {
   exceed_action: 'throttle',
   throttle_rx_mbps: 5,
   throttle_tx_mbps: 5,
+  smart: false,
 };
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -53,9 +54,11 @@ export function normalizeEntry(raw: unknown): Limits | string {
   const e = raw;
   if (typeof e['uuid'] !== 'string' || !UUID.test(e['uuid'])) return 'uuid missing or not a UUID';
   const out: Limits = { ...LIMIT_DEFAULTS, uuid: e['uuid'].toLowerCase() };
-  if (e['enabled'] !== undefined) {
-    if (typeof e['enabled'] !== 'boolean') return 'enabled must be a boolean';
-    out.enabled = e['enabled'];
+  for (const f of ['enabled', 'smart'] as const) {
+    const v = e[f];
+    if (v === undefined) continue;
+    if (typeof v !== 'boolean') return `${f} must be a boolean`;
+    out[f] = v;
   }
   for (const f of INT_FIELDS) {
     const v = e[f];

@@ -6,7 +6,10 @@
  */
 import type { DatabaseSync } from 'node:sqlite';
 import { openDatabase, type Migration } from '../../src/lib/sqlite.ts';
+import { randomUUID } from 'node:crypto';
+import type { SmartEvent } from '../../src/contracts/types.ts';
 import type { AgentEvent, Limits, ServerState } from './accounting.ts';
+import type { SmartEventDraft, SmartState } from './smart.ts';
 
 const MIGRATIONS: readonly Migration[] = [
   {
@@ -32,6 +35,20 @@ const MIGRATIONS: readonly Migration[] = [
         PRIMARY KEY (uuid, hour)
       ) WITHOUT ROWID;
       CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL, created_at INTEGER NOT NULL);
+    `,
+  },
+  {
+    version: 2,
+    name: 'smart',
+    up: `
+      CREATE TABLE smart_state (uuid TEXT PRIMARY KEY, state TEXT NOT NULL);
+      CREATE TABLE smart_events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        server_uuid TEXT NOT NULL,
+        incident INTEGER NOT NULL,
+        occurred_at INTEGER NOT NULL,
+        event TEXT NOT NULL
+      );
     `,
   },
 ];
@@ -64,10 +81,20 @@ export interface OutboxItem {
   event: AgentEvent;
 }
 
+/** What a cycle changed of the SMART detector: states to write and events to append. */
+export interface SmartChanges {
+  states: readonly SmartState[];
+  events: readonly SmartEventDraft[];
+}
+
 export interface AgentStore {
   loadServers(): Map<string, ServerRecord>;
-  /** Commits one cycle: server rows, hourly deltas and new events, all or nothing. */
-  saveCycle(servers: readonly ServerRecord[], hourly: readonly HourlyDelta[], events: readonly AgentEvent[]): void;
+  /** Commits one cycle: server rows, hourly deltas, new events and the detector's changes, all or nothing. */
+  saveCycle(servers: readonly ServerRecord[], hourly: readonly HourlyDelta[], events: readonly AgentEvent[], smart?: SmartChanges): void;
+  /** The detector's states as last written, and the highest incident number used. */
+  loadSmart(): { states: Map<string, SmartState>; lastIncident: number };
+  /** SMART events with id > after, oldest first, at most `limit`; the stream id and the highest id held. */
+  smartEvents(after: number, limit: number): { stream: string; events: SmartEvent[]; last_id: number };
   loadLimits(): StoredLimits;
   /** Full replace of the limits set (PUT /limits rule 1) with the events it causes; timezone null keeps the stored one. */
   replaceLimits(configVersion: number, timezone: string | null, servers: readonly Limits[], events: readonly AgentEvent[]): void;
@@ -80,7 +107,7 @@ export interface AgentStore {
    * Forgets servers not seen since `beforeMs` (except those in `keep`) and hourly rows older than
    * `historyBeforeMs`; returns the forgotten UUIDs.
    */
-  cleanup(beforeMs: number | null, historyBeforeMs: number, keep: ReadonlySet<string>): string[];
+  cleanup(beforeMs: number | null, historyBeforeMs: number, keep: ReadonlySet<string>, smartBeforeMs?: number): string[];
   compact(): void;
   close(): void;
 }
@@ -109,8 +136,18 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
   const addEvent = db.prepare('INSERT INTO outbox (event, created_at) VALUES (?, ?)');
   const setMeta = db.prepare('INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value');
   const getMeta = db.prepare('SELECT value FROM meta WHERE key = ?');
+  const putSmartState = db.prepare('INSERT INTO smart_state (uuid, state) VALUES (?, ?) ON CONFLICT(uuid) DO UPDATE SET state = excluded.state');
+  const addSmartEvent = db.prepare('INSERT INTO smart_events (server_uuid, incident, occurred_at, event) VALUES (?, ?, ?, ?)');
 
   const meta = (key: string): string | undefined => (getMeta.get(key) as { value: string } | undefined)?.value;
+  // The panel pulls events by id; a new store (a deleted file) starts its ids again, and a new
+  // stream id tells the panel so.
+  let stream = meta('smart_stream');
+  if (stream === undefined) {
+    stream = randomUUID();
+    setMeta.run('smart_stream', stream);
+  }
+  const smartStream = stream;
   // What each server row last committed, minus the sample time and rates: an idle server's row is
   // not rewritten every cycle (rates restart from the next sample after a restart anyway).
   const written = new Map<string, string>();
@@ -138,9 +175,11 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
       }
       return out;
     },
-    saveCycle(servers, hourly, events) {
+    saveCycle(servers, hourly, events, smart) {
       const committed: [string, string][] = [];
       store.transaction(() => {
+        for (const st of smart?.states ?? []) putSmartState.run(st.uuid, JSON.stringify(st));
+        for (const e of smart?.events ?? []) addSmartEvent.run(e.server_uuid, e.incident, Date.parse(e.occurred_at), JSON.stringify(e));
         for (const s of servers) {
           const sig = durable(s);
           if (written.get(s.state.uuid) === sig) continue;
@@ -152,6 +191,21 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
         for (const e of events) addEvent.run(JSON.stringify(e), now);
       });
       for (const [uuid, sig] of committed) written.set(uuid, sig);
+    },
+    loadSmart() {
+      const states = new Map<string, SmartState>();
+      for (const row of db.prepare('SELECT state FROM smart_state').all() as { state: string }[]) {
+        const st = JSON.parse(row.state) as SmartState;
+        states.set(st.uuid, st);
+      }
+      const lastIncident = Number((db.prepare('SELECT max(incident) AS n FROM smart_events').get() as { n: number | null }).n ?? 0);
+      const stored = Number(meta('smart_incident') ?? 0);
+      return { states, lastIncident: Math.max(lastIncident, stored, ...[...states.values()].map((s) => s.incident?.id ?? 0)) };
+    },
+    smartEvents(after, limit) {
+      const rows = db.prepare('SELECT id, event FROM smart_events WHERE id > ? ORDER BY id LIMIT ?').all(after, limit) as { id: number; event: string }[];
+      const last = Number((db.prepare('SELECT max(id) AS n FROM smart_events').get() as { n: number | null }).n ?? 0);
+      return { stream: smartStream, events: rows.map((r) => ({ id: r.id, ...(JSON.parse(r.event) as SmartEventDraft) })), last_id: last };
     },
     loadLimits() {
       const servers = new Map<string, Limits>();
@@ -195,18 +249,26 @@ export function openAgentStore(opts: AgentStoreOptions): AgentStore {
         tx_bytes: number;
       }[]).map((r) => ({ hour: r.hour, rx: r.rx_bytes, tx: r.tx_bytes }));
     },
-    cleanup(beforeMs, historyBeforeMs, keep) {
+    cleanup(beforeMs, historyBeforeMs, keep, smartBeforeMs) {
       let forgotten: string[] = [];
       store.transaction(() => {
+        if (smartBeforeMs !== undefined) {
+          // Pruned events take their incident numbers with them: keep the highest, so none is reused.
+          const top = (db.prepare('SELECT max(incident) AS n FROM smart_events').get() as { n: number | null }).n;
+          if (top !== null && top > Number(meta('smart_incident') ?? 0)) setMeta.run('smart_incident', String(top));
+          db.prepare('DELETE FROM smart_events WHERE occurred_at < ?').run(smartBeforeMs);
+        }
         if (beforeMs !== null) {
           forgotten = (db.prepare('SELECT uuid FROM servers WHERE last_seen_at < ?').all(beforeMs) as { uuid: string }[])
             .map((r) => r.uuid)
             .filter((uuid) => !keep.has(uuid));
           const delServer = db.prepare('DELETE FROM servers WHERE uuid = ?');
           const delHourly = db.prepare('DELETE FROM hourly WHERE uuid = ?');
+          const delSmart = db.prepare('DELETE FROM smart_state WHERE uuid = ?');
           for (const uuid of forgotten) {
             delServer.run(uuid);
             delHourly.run(uuid);
+            delSmart.run(uuid);
             written.delete(uuid);
           }
         }

@@ -1127,6 +1127,95 @@ export const nodeAgentConfigSchema: SchemaNode = {
         }
       }
     },
+    "smart": {
+      "type": "object",
+      "default": {},
+      "description": "SMART attack detection and mitigation for the servers the panel turns it on for (spec/3 §6.3; docs/node-agent.md)",
+      "properties": {
+        "enabled": {
+          "type": "boolean",
+          "default": true,
+          "description": "run the detector on this node; false: no server is watched whatever the panel says"
+        },
+        "baseline_time_constant": {
+          "type": "string",
+          "pattern": "^[0-9]+(ms|s|m|h|d)$",
+          "default": "1h",
+          "description": "time constant of each server's learned calm traffic (an exponentially weighted average); longer follows a new normal more slowly (duration)"
+        },
+        "floor_pps": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "default": 5000,
+          "description": "the baseline is never taken below this many inbound packets per second, so an idle server does not alarm on a small burst"
+        },
+        "floor_mbps": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "default": 100,
+          "description": "the baseline is never taken below this inbound rate (Mbit/s)"
+        },
+        "l1_multiplier": {
+          "type": "number",
+          "exclusiveMinimum": 1,
+          "default": 4,
+          "description": "level 1 starts at this multiple of the baseline (packets or bits, whichever is higher)"
+        },
+        "l2_multiplier": {
+          "type": "number",
+          "exclusiveMinimum": 1,
+          "default": 8,
+          "description": "level 2 starts at this multiple of the baseline; above l1_multiplier"
+        },
+        "l3_multiplier": {
+          "type": "number",
+          "exclusiveMinimum": 1,
+          "default": 16,
+          "description": "level 3 starts at this multiple of the baseline; above l2_multiplier"
+        },
+        "mitigation": {
+          "type": "boolean",
+          "default": true,
+          "description": "cap a server's inbound traffic with tc while it is attacked; false: alert only"
+        },
+        "l1_cap_factor": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "default": 8,
+          "description": "inbound cap at level 1, as a multiple of the server's learned calm bit rate"
+        },
+        "l2_cap_factor": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "default": 4,
+          "description": "inbound cap at level 2 (a multiple of the learned bit rate); at most l1_cap_factor"
+        },
+        "l3_cap_factor": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "default": 2,
+          "description": "inbound cap at level 3 (a multiple of the learned bit rate); at most l2_cap_factor"
+        },
+        "min_cap_mbps": {
+          "type": "number",
+          "exclusiveMinimum": 0,
+          "default": 10,
+          "description": "no cap is tighter than this (Mbit/s), so a server with little learned traffic stays reachable"
+        },
+        "hold_down": {
+          "type": "string",
+          "pattern": "^[0-9]+(ms|s|m|h|d)$",
+          "default": "5m",
+          "description": "an attack is over, and its cap lifted, after this long without a sample at level 1 or above (duration)"
+        },
+        "events_retention_days": {
+          "type": "integer",
+          "minimum": 1,
+          "default": 30,
+          "description": "SMART events kept for the panel's pull (days)"
+        }
+      }
+    },
     "timezone": {
       "type": "string",
       "default": "UTC",

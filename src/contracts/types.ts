@@ -792,6 +792,67 @@ export interface NodeAgentConfig {
     enabled: boolean;
   };
   /**
+   * SMART attack detection and mitigation for the servers the panel turns it on for (spec/3 §6.3; docs/node-agent.md)
+   */
+  smart: {
+    /**
+     * run the detector on this node; false: no server is watched whatever the panel says
+     */
+    enabled: boolean;
+    /**
+     * time constant of each server's learned calm traffic (an exponentially weighted average); longer follows a new normal more slowly (duration)
+     */
+    baseline_time_constant: string;
+    /**
+     * the baseline is never taken below this many inbound packets per second, so an idle server does not alarm on a small burst
+     */
+    floor_pps: number;
+    /**
+     * the baseline is never taken below this inbound rate (Mbit/s)
+     */
+    floor_mbps: number;
+    /**
+     * level 1 starts at this multiple of the baseline (packets or bits, whichever is higher)
+     */
+    l1_multiplier: number;
+    /**
+     * level 2 starts at this multiple of the baseline; above l1_multiplier
+     */
+    l2_multiplier: number;
+    /**
+     * level 3 starts at this multiple of the baseline; above l2_multiplier
+     */
+    l3_multiplier: number;
+    /**
+     * cap a server's inbound traffic with tc while it is attacked; false: alert only
+     */
+    mitigation: boolean;
+    /**
+     * inbound cap at level 1, as a multiple of the server's learned calm bit rate
+     */
+    l1_cap_factor: number;
+    /**
+     * inbound cap at level 2 (a multiple of the learned bit rate); at most l1_cap_factor
+     */
+    l2_cap_factor: number;
+    /**
+     * inbound cap at level 3 (a multiple of the learned bit rate); at most l2_cap_factor
+     */
+    l3_cap_factor: number;
+    /**
+     * no cap is tighter than this (Mbit/s), so a server with little learned traffic stays reachable
+     */
+    min_cap_mbps: number;
+    /**
+     * an attack is over, and its cap lifted, after this long without a sample at level 1 or above (duration)
+     */
+    hold_down: string;
+    /**
+     * SMART events kept for the panel's pull (days)
+     */
+    events_retention_days: number;
+  };
+  /**
    * quota calendar timezone, a valid IANA name, otherwise validation fails; the panel's timezone in the limits payload overrides it
    */
   timezone: string;
@@ -1793,7 +1854,7 @@ export interface SmartEvent {
     | 'attack_ended'
     | 'apply_failed';
   /**
-   * id of the incident (the id of its attack_detected event)
+   * the attack's number, rising per agent store: every event of one attack (detection to end) carries it
    */
   incident: number;
   /**

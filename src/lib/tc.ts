@@ -102,6 +102,8 @@ export interface TrafficControl {
   forget(iface: string): void;
   /** Deletes IFBs whose interface no longer exists; returns how many. */
   sweepOrphanIfbs(): Promise<number>;
+  /** Packets the root qdisc of each named interface dropped since it was made (one `tc -s` read); absent: no root qdisc. */
+  rootDrops(ifaces: string[]): Promise<Map<string, number>>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -382,6 +384,22 @@ export function parseQdiscJson(text: string): Map<string, DevQdiscs> {
     if (entry.root) slot.root = entry;
     else if (entry.kind === 'ingress' || entry.kind === 'clsact') slot.ingress = entry;
     out.set(dev, slot);
+  }
+  return out;
+}
+
+/**
+ * Parses `tc -s -j qdisc show` (all devices). Pure; returns each device's root qdisc drop count.
+ * HTB counts a packet its leaf refused at the root too, so the root's count is the device's.
+ */
+export function parseQdiscDrops(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  const data: unknown = JSON.parse(text.trim() === '' ? '[]' : text);
+  if (!Array.isArray(data)) throw new Error('tc -s -j qdisc show: not a JSON array');
+  for (const raw of data as Record<string, unknown>[]) {
+    if (typeof raw !== 'object' || raw === null || raw['root'] !== true || typeof raw['dev'] !== 'string') continue;
+    const drops = raw['drops'];
+    if (typeof drops === 'number' && Number.isSafeInteger(drops)) out.set(raw['dev'], drops);
   }
   return out;
 }
@@ -1053,5 +1071,19 @@ export function createTrafficControl(opts: TrafficControlOptions = {}): TrafficC
     });
   }
 
-  return { apply, remove, prepare, verify, forget, sweepOrphanIfbs };
+  /** Runs once per meter cycle while some interface is under an attack mitigation; read-only, so past the queue. */
+  async function rootDrops(ifaces: string[]): Promise<Map<string, number>> {
+    const out = new Map<string, number>();
+    if (ifaces.length === 0) return out;
+    const res = await run(tcPath, [...ns, '-s', '-j', 'qdisc', 'show']);
+    if (res.code !== 0) throw new Error(`tc -s qdisc show failed: ${res.stderr.trim()}`);
+    const all = parseQdiscDrops(res.stdout);
+    for (const iface of ifaces) {
+      const n = all.get(iface);
+      if (n !== undefined) out.set(iface, n);
+    }
+    return out;
+  }
+
+  return { apply, remove, prepare, verify, forget, sweepOrphanIfbs, rootDrops };
 }

@@ -19,6 +19,12 @@ export interface IfaceCounters {
   txBytes: number;
 }
 
+/** Byte and packet counters of one interface, from the same line of /proc/net/dev. */
+export interface IfaceTraffic extends IfaceCounters {
+  rxPackets: number;
+  txPackets: number;
+}
+
 /** ifindex -> host interface name; rebuilt on a miss because containers come and go. */
 let hostIndex: Map<number, string> | undefined;
 
@@ -116,24 +122,23 @@ export async function hostVethOf(pid: number): Promise<HostVeth | null> {
 }
 
 /**
- * Parses the text of /proc/net/dev. Pure; returns every interface's rx/tx byte counters.
+ * Parses the text of /proc/net/dev. Pure; returns every interface's rx/tx byte and packet counters.
  * Interface names cannot contain ':' (the kernel refuses them), so the first ':' ends the name even
  * in the old layout where the first number follows it without a space.
  */
-export function parseNetDev(text: string): Map<string, IfaceCounters> {
-  const out = new Map<string, IfaceCounters>();
-  // One match per interface line: 8 receive columns then 8 transmit columns; bytes are the
-  // first of each group. No per-line split: a cycle reads thousands of lines.
+export function parseNetDev(text: string): Map<string, IfaceTraffic> {
+  const out = new Map<string, IfaceTraffic>();
+  // One match per interface line: 8 receive columns then 8 transmit columns; bytes then packets
+  // are the first two of each group. No per-line split: a cycle reads thousands of lines.
   NET_DEV_LINE.lastIndex = 0;
   for (let m = NET_DEV_LINE.exec(text); m !== null; m = NET_DEV_LINE.exec(text)) {
-    const rxBytes = Number(m[2]);
-    const txBytes = Number(m[3]);
-    if (Number.isSafeInteger(rxBytes) && Number.isSafeInteger(txBytes)) out.set(m[1] as string, { rxBytes, txBytes });
+    const c = { rxBytes: Number(m[2]), rxPackets: Number(m[3]), txBytes: Number(m[4]), txPackets: Number(m[5]) };
+    if (Number.isSafeInteger(c.rxBytes) && Number.isSafeInteger(c.txBytes) && Number.isSafeInteger(c.rxPackets) && Number.isSafeInteger(c.txPackets)) out.set(m[1] as string, c);
   }
   return out;
 }
 
-const NET_DEV_LINE = /^[ \t]*([^:\s|]+):[ \t]*(\d+)(?:[ \t]+\d+){7}[ \t]+(\d+)(?:[ \t]+\d+){7}/gm;
+const NET_DEV_LINE = /^[ \t]*([^:\s|]+):[ \t]*(\d+)[ \t]+(\d+)(?:[ \t]+\d+){6}[ \t]+(\d+)[ \t]+(\d+)(?:[ \t]+\d+){6}/gm;
 
 /**
  * Runs once per meter cycle. Reads /proc/net/dev once (the host's view) and returns the counters
@@ -141,11 +146,12 @@ const NET_DEV_LINE = /^[ \t]*([^:\s|]+):[ \t]*(\d+)(?:[ \t]+\d+){7}[ \t]+(\d+)(?
  *
  * Direction: these are the HOST end's counters, so for a container's veth `rxBytes` is what the
  * container SENT (its upload / TX) and `txBytes` is what was sent TO the container (its download /
- * RX). Callers swap them when they account from the container's point of view.
+ * RX); the packet counters likewise. Callers swap them when they account from the container's
+ * point of view.
  */
-export async function readCounters(ifaces: string[]): Promise<Map<string, IfaceCounters>> {
+export async function readCounters(ifaces: string[]): Promise<Map<string, IfaceTraffic>> {
   const all = parseNetDev(await readFile('/proc/net/dev', 'utf8'));
-  const out = new Map<string, IfaceCounters>();
+  const out = new Map<string, IfaceTraffic>();
   for (const name of ifaces) {
     const c = all.get(name);
     if (c !== undefined) out.set(name, c);

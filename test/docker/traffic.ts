@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
 import { ifbName } from '../../src/lib/tc.ts';
 import { hostVethOf } from '../../src/lib/veth.ts';
@@ -130,4 +131,53 @@ export async function pushUp(docker: DockerHarness, net: TestNetwork, c: TestCon
   await sender;
   await watcher;
   return received;
+}
+
+/** One stretch of a flood: `seconds` long, the rate going from `from` to `to` packets/s geometrically. */
+export interface FloodPhase {
+  seconds: number;
+  from: number;
+  to: number;
+}
+
+// Runs in its own process: paced every 10 ms, prints the datagrams sent when told to stop.
+const FLOOD_SCRIPT = `
+const [ip, size, phases] = [process.argv[1], Number(process.argv[2]), JSON.parse(process.argv[3])];
+const sock = require('node:dgram').createSocket('udp4');
+const payload = Buffer.alloc(size);
+const t0 = Date.now();
+let sent = 0, owed = 0, last = t0;
+function rate(s) {
+  for (const p of phases) {
+    if (s < p.seconds) return p.from * (p.to / p.from) ** (s / p.seconds);
+    s -= p.seconds;
+  }
+  return 0;
+}
+const timer = setInterval(() => {
+  const now = Date.now();
+  owed += rate((now - t0) / 1000) * (now - last) / 1000;
+  last = now;
+  for (; owed >= 1; owed--, sent++) sock.send(payload, 9, ip);
+}, 10);
+process.on('SIGTERM', () => { clearInterval(timer); process.stdout.write(String(sent)); process.exit(0); });
+`;
+
+/**
+ * A UDP flood of `size`-byte datagrams to a closed port of `ip`, following `phases` until
+ * stopped; from the network namespace `netns` when given (traffic that reaches a shaped veth from
+ * outside, as an attack does: sent from the host itself, a cap would push back on the sending
+ * socket instead of dropping). The stop function resolves with the datagrams sent.
+ */
+export function udpFlood(ip: string, phases: FloodPhase[], opts: { netns?: string; size?: number } = {}): () => Promise<number> {
+  const argv = [process.execPath, '-e', FLOOD_SCRIPT, ip, String(opts.size ?? 1000), JSON.stringify(phases)];
+  const child = opts.netns ? spawn('ip', ['netns', 'exec', opts.netns, ...argv]) : spawn(argv[0] as string, argv.slice(1));
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return async () => {
+    child.kill('SIGTERM');
+    await exited;
+    return Number(out) || 0;
+  };
 }
