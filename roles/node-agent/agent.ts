@@ -210,11 +210,12 @@ export function createAgent(deps: AgentDeps): Agent {
       const before = smartStates.get(uuid);
       if (watched || before?.incident) {
         const smartReading = c && counter && c.ifindex !== null ? { at: t, ifindex: c.ifindex, bytes: counter.txBytes, packets: counter.txPackets, drops: (c.iface && drops.get(c.iface)) || 0 } : null;
+        const wasAttacked = before?.incident != null;
         const step = smartStep(before ?? newSmartState(uuid), smartReading, t, watched, smartConfig, nextIncident);
         smartStates.set(uuid, step.state);
         // An attack's state (peaks, the hold-down's start) is written every cycle it lasts: few servers, and a restart resumes it.
-        if (step.events.length > 0 || step.state.incident !== null || before?.incident) smartChanged.push(step.state);
-        smartEvents.push(...step.events);
+        if (step.events.length > 0 || step.state.incident !== null || wasAttacked) smartChanged.push(step.state);
+        for (const e of step.events) smartEvents.push(e);
       }
     }
     // Baselines drift every cycle: written every few minutes rather than 1,000 rows a cycle.
@@ -284,11 +285,10 @@ export function createAgent(deps: AgentDeps): Agent {
       for (const [uuid, c] of containers) {
         const st = smartStates.get(uuid);
         if (c.iface !== f.iface || !st) continue;
-        const r = applyFailure(st, now(), f.error, smartConfig);
-        if (!r) continue;
-        smartStates.set(uuid, r.state);
-        states.push(r.state);
-        events.push(r.event);
+        const event = applyFailure(st, now(), f.error, smartConfig);
+        if (!event) continue;
+        states.push(st);
+        events.push(event);
       }
     }
     if (events.length === 0) return;

@@ -23,6 +23,7 @@ export async function statusCommand(socket: string, json: boolean): Promise<void
   // Fields added by later releases are missing while an older agent still runs (the executable
   // was replaced, the service not yet restarted).
   const database = (s as Partial<AgentStatus>).database;
+  const smart = (s as Partial<AgentStatus>).smart;
   print(
     [
       `bandwidth-node ${s.version}, up ${s.uptime_seconds} s`,
@@ -34,6 +35,7 @@ export async function statusCommand(socket: string, json: boolean): Promise<void
       `limits:          config_version ${s.config_version}, timezone ${s.timezone}`,
       `traffic control: ${s.traffic_control ? 'on' : 'off'}`,
       `queued events:   ${s.outbox}`,
+      smart ? `SMART:           ${smart.enabled ? `${smart.watched} servers watched, ${smart.attacked} under attack now` : 'off on this node (smart.enabled)'}` : 'SMART:           not reported: the running agent is older than this executable',
       database
         ? `database:        ${database.path}${database.last_error ? `\n                 last error: ${database.last_error} at ${database.last_error_at ?? '?'} (usage is not being recorded)` : ''}`
         : 'database:        not reported: the running agent is older than this executable (restart it to run this one)',

@@ -5,7 +5,7 @@
  * long time constant, never below an absolute floor, so an idle server does not alarm on a small
  * burst), levels L1-L3 at rising multiples of it, and a mitigation (an inbound cap that tightens
  * with the level) lifted only after a quiet hold-down, so a pulsing attack does not flap.
- * Pure: the agent gives it readings and a clock and stores what it returns.
+ * No I/O: the agent gives it readings and a clock, and stores the states and events.
  */
 import type { SmartEvent } from '../../src/contracts/types.ts';
 
@@ -127,55 +127,76 @@ function draft(st: SmartState, inc: Incident, type: SmartEventType, at: number, 
   };
 }
 
-/**
- * Inbound rates since the last reading, counting what a cap dropped as arrived (an attack that a
- * cap holds down is still an attack); null for the first reading, a new veth or counters that went
- * backwards (a reset). Dropped packets are taken at the average size of those delivered.
- */
-function rates(last: SmartReading | null, r: SmartReading): { pps: number; bps: number; dt: number } | null {
-  if (last === null || last.ifindex !== r.ifindex || r.at <= last.at || r.bytes < last.bytes || r.packets < last.packets) return null;
-  const dt = (r.at - last.at) / 1000;
-  const packets = r.packets - last.packets;
-  // A qdisc made again (rules removed and re-applied) counts from zero.
-  const dropped = r.drops >= last.drops ? r.drops - last.drops : r.drops;
-  const bytes = r.bytes - last.bytes;
-  const avg = packets > 0 ? bytes / packets : 0;
-  return { pps: (packets + dropped) / dt, bps: ((bytes + dropped * avg) * 8) / dt, dt };
-}
-
 export interface SmartStepResult {
   state: SmartState;
   events: SmartEventDraft[];
 }
 
+const NO_EVENTS: SmartEventDraft[] = [];
+
 /**
  * Runs once per server per meter cycle. `reading` is null when the server has no running veth;
  * `enabled` is the server's SMART flag from the panel (granted and turned on); `nextIncident`
- * numbers a new incident. Returns the next state and the events of this cycle, oldest first.
+ * numbers a new incident. Updates `st` in place (the hot path of every server of every cycle
+ * allocates nothing while calm) and returns it with the events of this cycle, oldest first.
+ *
+ * Rates are since the last reading, counting what a cap dropped as arrived (an attack that a cap
+ * holds down is still an attack), dropped packets taken at the average size of those delivered;
+ * there is no rate for the first reading, a new veth or counters that went backwards (a reset).
  */
 export function smartStep(st: SmartState, reading: SmartReading | null, now: number, enabled: boolean, s: SmartSettings, nextIncident: () => number): SmartStepResult {
+  const last = st.last;
+  let measured = false;
+  let pps = 0;
+  let bps = 0;
+  let dtMs = 0;
+  if (reading !== null && last !== null && last.ifindex === reading.ifindex && reading.at > last.at && reading.bytes >= last.bytes && reading.packets >= last.packets) {
+    measured = true;
+    dtMs = reading.at - last.at;
+    const packets = reading.packets - last.packets;
+    // A qdisc made again (rules removed and re-applied) counts from zero.
+    const dropped = reading.drops >= last.drops ? reading.drops - last.drops : reading.drops;
+    const bytes = reading.bytes - last.bytes;
+    const avg = packets > 0 ? bytes / packets : 0;
+    pps = ((packets + dropped) * 1000) / dtMs;
+    bps = ((bytes + dropped * avg) * 8000) / dtMs;
+  }
+  if (reading === null) st.last = null;
+  else if (last === null) st.last = { ...reading };
+  else {
+    last.at = reading.at;
+    last.ifindex = reading.ifindex;
+    last.bytes = reading.bytes;
+    last.packets = reading.packets;
+    last.drops = reading.drops;
+  }
+  const refPps = st.basePps > s.floorPps ? st.basePps : s.floorPps;
+  const refBps = st.baseBps > s.floorBps ? st.baseBps : s.floorBps;
+  const ratio = Math.max(pps / refPps, bps / refBps);
+  const level = measured ? levelOf(ratio, s) : 0;
+  const inc = st.incident;
+
+  if (inc === null && level === 0) {
+    // Calm: learn (only from calm samples, and never in the cycle an attack ended in).
+    if (measured && enabled) {
+      const alpha = 1 - Math.exp(-dtMs / s.baselineTauMs);
+      st.basePps = st.learned ? st.basePps + alpha * (pps - st.basePps) : pps;
+      st.baseBps = st.learned ? st.baseBps + alpha * (bps - st.baseBps) : bps;
+      st.learned = true;
+    }
+    return { state: st, events: NO_EVENTS };
+  }
   const events: SmartEventDraft[] = [];
-  const measured = reading ? rates(st.last, reading) : null;
-  const refPps = Math.max(st.basePps, s.floorPps);
-  const refBps = Math.max(st.baseBps, s.floorBps);
-  const pps = measured?.pps ?? 0;
-  const bps = measured?.bps ?? 0;
-  const sample: Sample = { pps, bps, ratio: Math.max(pps / refPps, bps / refBps), refPps, refBps };
-  const level = measured ? levelOf(sample.ratio, s) : 0;
-  const next: SmartState = { ...st, last: reading };
-  let inc = st.incident ? { ...st.incident } : null;
-
-  const end = (why: string): void => {
-    if (!inc) return;
-    const lasted = Math.max(1, Math.round((now - inc.startedAt) / 1000));
-    if (inc.capBps !== null) events.push(draft(st, inc, 'mitigation_ended', now, sample, `Inbound cap lifted: ${why}`, true));
-    events.push(draft(st, inc, 'attack_ended', now, sample, `Attack over after ${lasted} s (${why}); it peaked at ${describeRates(inc.peakPps, inc.peakBps)}, level ${inc.level}`, true));
-    inc = null;
+  const sample: Sample = { pps, bps, ratio, refPps, refBps };
+  const end = (current: Incident, why: string): void => {
+    const lasted = Math.max(1, Math.round((now - current.startedAt) / 1000));
+    if (current.capBps !== null) events.push(draft(st, current, 'mitigation_ended', now, sample, `Inbound cap lifted: ${why}`, true));
+    events.push(draft(st, current, 'attack_ended', now, sample, `Attack over after ${lasted} s (${why}); it peaked at ${describeRates(current.peakPps, current.peakBps)}, level ${current.level}`, true));
+    st.incident = null;
   };
-
   if (!enabled) {
-    end('SMART was turned off for the server');
-    return { state: { ...next, incident: null }, events };
+    if (inc) end(inc, 'SMART was turned off for the server');
+    return { state: st, events };
   }
   if (inc) {
     inc.peakPps = Math.max(inc.peakPps, pps);
@@ -187,33 +208,27 @@ export function smartStep(st: SmartState, reading: SmartReading | null, now: num
         inc.capBps = Math.min(inc.capBps ?? Infinity, capFor(inc.level, st, s));
         inc.applyFailed = false;
       }
-      events.push(draft(st, inc, 'attack_escalated', now, sample, `Attack escalated to level ${inc.level}: ${describeRates(pps, bps)}, ${round(sample.ratio)}x the baseline${inc.capBps !== null ? `; inbound cap tightened to ${round(inc.capBps / 1e6)} Mbit/s` : ''}`, false));
+      events.push(draft(st, inc, 'attack_escalated', now, sample, `Attack escalated to level ${inc.level}: ${describeRates(pps, bps)}, ${round(ratio)}x the baseline${inc.capBps !== null ? `; inbound cap tightened to ${round(inc.capBps / 1e6)} Mbit/s` : ''}`, false));
     } else if (level === 0 && now - inc.lastHotAt >= s.holdDownMs) {
-      end(`calm for ${Math.round(s.holdDownMs / 1000)} s`);
+      end(inc, `calm for ${Math.round(s.holdDownMs / 1000)} s`);
     }
-  } else if (level > 0) {
-    const lv = level as SmartLevel;
-    inc = { id: nextIncident(), level: lv, startedAt: now, lastHotAt: now, peakPps: pps, peakBps: bps, capBps: s.mitigate ? capFor(lv, st, s) : null, applyFailed: false };
-    events.push(draft(st, inc, 'attack_detected', now, sample, `Attack detected at level ${lv}: ${describeRates(pps, bps)}, ${round(sample.ratio)}x the baseline of ${describeRates(refPps, refBps)}`, false));
-    if (inc.capBps !== null) events.push(draft(st, inc, 'mitigation_started', now, sample, `Inbound traffic capped at ${round(inc.capBps / 1e6)} Mbit/s until the attack has been calm for ${Math.round(s.holdDownMs / 1000)} s`, false));
-  } else if (measured && st.incident === null) {
-    // Learning only from calm samples, and never from the cycle an attack ended in.
-    const alpha = 1 - Math.exp(-(measured.dt * 1000) / s.baselineTauMs);
-    next.basePps = st.learned ? st.basePps + alpha * (pps - st.basePps) : pps;
-    next.baseBps = st.learned ? st.baseBps + alpha * (bps - st.baseBps) : bps;
-    next.learned = true;
+    return { state: st, events };
   }
-  next.incident = inc;
-  return { state: next, events };
+  const lv = level as SmartLevel;
+  const started: Incident = { id: nextIncident(), level: lv, startedAt: now, lastHotAt: now, peakPps: pps, peakBps: bps, capBps: s.mitigate ? capFor(lv, st, s) : null, applyFailed: false };
+  st.incident = started;
+  events.push(draft(st, started, 'attack_detected', now, sample, `Attack detected at level ${lv}: ${describeRates(pps, bps)}, ${round(ratio)}x the baseline of ${describeRates(refPps, refBps)}`, false));
+  if (started.capBps !== null) events.push(draft(st, started, 'mitigation_started', now, sample, `Inbound traffic capped at ${round(started.capBps / 1e6)} Mbit/s until the attack has been calm for ${Math.round(s.holdDownMs / 1000)} s`, false));
+  return { state: st, events };
 }
 
-/** The apply_failed event of a server whose cap tc refused; null when already said for this cap. Pure. */
-export function applyFailure(st: SmartState, now: number, error: string, s: SmartSettings): { state: SmartState; event: SmartEventDraft } | null {
+/** The apply_failed event of a server whose cap tc refused (noted in `st`); null when already said for this cap. */
+export function applyFailure(st: SmartState, now: number, error: string, s: SmartSettings): SmartEventDraft | null {
   const inc = st.incident;
   if (!inc || inc.capBps === null || inc.applyFailed) return null;
   const refPps = Math.max(st.basePps, s.floorPps);
   const refBps = Math.max(st.baseBps, s.floorBps);
   const sample: Sample = { pps: inc.peakPps, bps: inc.peakBps, ratio: Math.max(inc.peakPps / refPps, inc.peakBps / refBps), refPps, refBps };
-  const event = draft(st, inc, 'apply_failed', now, sample, `Applying the inbound cap of ${round(inc.capBps / 1e6)} Mbit/s failed: ${error}; retried every cycle`, false);
-  return { state: { ...st, incident: { ...inc, applyFailed: true } }, event };
+  inc.applyFailed = true;
+  return draft(st, inc, 'apply_failed', now, sample, `Applying the inbound cap of ${round(inc.capBps / 1e6)} Mbit/s failed: ${error}; retried every cycle`, false);
 }

@@ -17,6 +17,10 @@ import { useAgentMemoryProfile } from '../../roles/node-agent/memory-profile.ts'
 
 const N = Number(process.argv[2] ?? 1000);
 const CYCLES = 20;
+/** 20 times the default 5,000 packets/s floor: level 3. */
+const FLOOD_PPS = 100_000;
+/** When the synthetic flood started (performance.now()), null before. */
+let flood: number | null = null;
 
 /** A /proc/self/status field (kB) in MiB. */
 function statusMib(field: string): number {
@@ -58,7 +62,18 @@ async function main(): Promise<void> {
     panel,
     tokenFile: '/dev/null',
     tc: createTrafficControl({ logger }),
-    containers: { scan: async () => containers, watch: () => () => undefined, counters: (ifaces) => readCounters(ifaces) },
+    containers: {
+      scan: async () => containers,
+      watch: () => () => undefined,
+      // The real reading, plus a synthetic flood into the first server once `flood` is set (a
+      // namespace with no traffic has none to detect): its packets at FLOOD_PPS since the start.
+      counters: async (ifaces) => {
+        const m = await readCounters(ifaces);
+        const c = m.get('hkbh0');
+        if (flood !== null && c) c.txPackets += Math.round(((performance.now() - flood) / 1000) * FLOOD_PPS);
+        return m;
+      },
+    },
   });
   const api = createNodeApi(agent, { token: () => 'ab'.repeat(32), logger });
   await api.listen({ host: '127.0.0.1', port: 0 });
@@ -83,17 +98,34 @@ async function main(): Promise<void> {
   await agent.applyLimits(limits(200));
   const applyChangeMs = performance.now() - t;
 
-  const cpu: number[] = [];
-  const wall: number[] = [];
-  for (let i = 0; i < CYCLES; i++) {
-    const c0 = process.cpuUsage();
-    const w0 = performance.now();
-    await agent.runCycle();
-    wall.push(performance.now() - w0);
-    const c = process.cpuUsage(c0);
-    cpu.push((c.user + c.system) / 1000);
-  }
   const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+  /** CPU and wall medians of CYCLES cycles, in ms. */
+  const cycles = async (): Promise<{ cpu: number; wall: number }> => {
+    const cpu: number[] = [];
+    const wall: number[] = [];
+    for (let i = 0; i < CYCLES; i++) {
+      const c0 = process.cpuUsage();
+      const w0 = performance.now();
+      await agent.runCycle();
+      wall.push(performance.now() - w0);
+      const c = process.cpuUsage(c0);
+      cpu.push((c.user + c.system) / 1000);
+    }
+    return { cpu: median(cpu), wall: median(wall) };
+  };
+  const plain = await cycles();
+  // The same cycles with SMART on for every server (the limits unchanged otherwise), then a flood
+  // on one of them: how many cycles until it is an event.
+  await agent.applyLimits({ ...limits(200), config_version: 201, servers: limits(200).servers.map((x) => ({ ...x, smart: true })) });
+  const smart = await cycles();
+  flood = performance.now();
+  let detectionCycles = 0;
+  while (agent.smartEvents(0, 1).events.length === 0 && detectionCycles < 10) {
+    await new Promise((r) => setTimeout(r, 200));
+    await agent.runCycle();
+    detectionCycles++;
+  }
+  flood = null;
   // Then the agent runs as `serve` runs it for a few seconds (its cycles, the panel client's
   // registration retries) before its memory is read.
   await agent.start();
@@ -107,8 +139,12 @@ async function main(): Promise<void> {
     // The agent's own CPU in it (the rest is tc and the kernel).
     put_limits_first_agent_cpu_ms: Math.round((applyFirstCpu.user + applyFirstCpu.system) / 1000),
     put_limits_change_ms: Math.round(applyChangeMs),
-    cycle_cpu_ms_median: Number(median(cpu).toFixed(1)),
-    cycle_wall_ms_median: Number(median(wall).toFixed(1)),
+    cycle_cpu_ms_median: Number(plain.cpu.toFixed(1)),
+    cycle_wall_ms_median: Number(plain.wall.toFixed(1)),
+    cycle_smart_cpu_ms_median: Number(smart.cpu.toFixed(1)),
+    cycle_smart_wall_ms_median: Number(smart.wall.toFixed(1)),
+    smart_overhead_pct: Number((((smart.cpu - plain.cpu) / plain.cpu) * 100).toFixed(1)),
+    smart_detection_cycles: detectionCycles,
     rss_mib: Math.round(process.memoryUsage().rss / 1024 / 1024),
     // File-backed pages (the Node executable's code and data) and anonymous memory (heaps).
     rss_file_mib: statusMib('RssFile'),
