@@ -3,13 +3,13 @@
  * key, the logger, the activity log and the hooks addons attach to. Built once per process.
  */
 import type { Logger } from 'pino';
-import type { PanelConfig } from '../../src/contracts/types.ts';
+import type { PanelConfig, ServerLimitsEntry } from '../../src/contracts/types.ts';
 import type { AppKey } from './app-key.ts';
 import type { Mailer } from './mailer.ts';
 import type { ActivityLog } from './services/activity.ts';
 import type { ServerAccess } from './services/server-access.ts';
 import type { FieldProblem } from './services/validation.ts';
-import type { ServerRow } from './store/records.ts';
+import type { NodeRow, ServerRow } from './store/records.ts';
 import type { PanelStore } from './store/store.ts';
 
 /** Who asks the file manager for something: their access to the server, the actor and address for the activity log. */
@@ -34,7 +34,14 @@ export interface FileDeleteRequest {
   paths: readonly string[];
 }
 
-/** Lifecycle hooks: addons (bandwidth, trash bin, operations) react to core changes here. */
+/** Where a node's agent answers: the node's name (for messages), the base URL it registered, its pairing token. */
+export interface NodeAgentTarget {
+  name: string;
+  apiUrl: string;
+  token: string;
+}
+
+/** Lifecycle hooks: addons (bandwidth, trash bin, operations, firewall) react to core changes and to each other here. */
 export interface PanelHooks {
   /**
    * Runs before a server is created, with the request's raw input, next to the core's own
@@ -75,6 +82,29 @@ export interface PanelHooks {
    * delete for good.
    */
   fileDelete?: ((call: FileCall, request: FileDeleteRequest, body: Record<string, unknown>) => Promise<boolean>)[];
+  /**
+   * The agent of an online node, for addons that call nodes: the addon that keeps the agents'
+   * registrations (bandwidth) answers with the address and token, or undefined for a node that is
+   * offline or never registered (nothing to call). The first defined answer wins.
+   */
+  onlineNodeAgent?: ((nodeId: number) => Promise<NodeAgentTarget | undefined>)[];
+  /**
+   * Fired once per transition of a node's agent between online and offline (the bandwidth addon
+   * decides: missed heartbeats and failed polls, or a heartbeat, poll or registration again);
+   * `reason` says why in words. A failing hook is logged, never undoes the transition.
+   */
+  nodeStatus?: ((node: NodeRow, online: boolean, reason: string) => Promise<void> | void)[];
+  /**
+   * Fields other addons add to the servers' entries of the limits payload a node receives (the
+   * firewall's `smart`), at every payload build: called with the node's servers, returns per
+   * server id the fields to merge into its entry.
+   */
+  limitsEntries?: ((servers: readonly ServerRow[]) => Promise<ReadonlyMap<number, Partial<ServerLimitsEntry>>>)[];
+  /**
+   * An addon changed what goes into a node's limits payload (the firewall's SMART grant or enable):
+   * the addon that pushes limits (bandwidth) gives the node a new config_version and pushes it now.
+   */
+  limitsChanged?: ((nodeId: number) => Promise<void>)[];
 }
 
 export interface PanelContext {

@@ -25,7 +25,7 @@ import {
   type FormValues,
   type SelectOption,
 } from './forms.ts';
-import { renderServerSections } from './server-sections.ts';
+import { renderServerListBadges, renderServerSections } from './server-sections.ts';
 import { html, type SafeHtml } from './html.ts';
 import { adminAudit, csrfToken, idParam, pageParam, pager, refused, searchParam, seeOther, sendPage, rowsOrNone } from './respond.ts';
 import { currentSession } from './web-auth.ts';
@@ -147,13 +147,14 @@ export function registerAdminServers(admin: FastifyInstance, ctx: PanelContext):
         allocation: s.allocation_id === null ? undefined : await ctx.store.allocations.find(s.allocation_id),
       })),
     );
+    const badges = await renderServerListBadges(page.items);
     const body = html`<h1>Servers</h1>
 <form method="get" action="/admin/servers" class="actions"><input type="search" name="q" value="${q}" aria-label="Search servers by name or identifier" placeholder="Search name or identifier" style="max-width:20rem"><button type="submit" class="secondary">Search</button><a class="button" href="/admin/servers/new">Create server</a></form>
 <table id="servers"><thead><tr><th>Name</th><th>Identifier</th><th>Owner</th><th>Node</th><th>Connection</th><th>Status</th></tr></thead><tbody>${rowsOrNone(rows.map(
       ({ s, owner, node, allocation }) =>
         html`<tr><td><a href="/admin/servers/${s.id}">${s.name}</a></td><td><code>${s.identifier}</code></td><td>${owner}</td><td>${node}</td><td>${
           allocation === undefined ? '—' : `${allocation.ip_alias ?? allocation.ip}:${allocation.port}`
-        }</td><td>${s.suspended === 1 ? html`<span class="badge red">suspended</span>` : html`<span class="badge green">active</span>`}</td></tr>`,
+        }</td><td>${s.suspended === 1 ? html`<span class="badge red">suspended</span>` : html`<span class="badge green">active</span>`}${(badges.get(s.id) ?? []).map((b) => html` ${b}`)}</td></tr>`,
     ), 6, 'No servers found.')}</tbody></table>${pager(page, '/admin/servers', q === '' ? {} : { q })}`;
     return sendPage(req, reply, { title: 'Servers', body });
   });

@@ -34,7 +34,7 @@ export { registerNavEntry, navSections, type NavEntry } from './nav.ts';
 export { requireAdmin, requireLogin, currentSession, webSessionOf, loadWebSession, wantsHtml } from './web-auth.ts';
 export { sendPage, csrfToken, adminAudit, idParam, pageParam, pager, rowsOrNone, seeOther, refused, type PageOptions } from './respond.ts';
 export { setFlash } from './flash.ts';
-export { registerServerSection, type ServerSection } from './server-sections.ts';
+export { registerServerSection, registerServerListBadges, type ServerSection, type ServerListBadges } from './server-sections.ts';
 export * from './forms.ts';
 
 /** The CSRF secret cookie (double-submit: the token in the form must match it and the session). */

@@ -5,48 +5,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { SMTPServer } from 'smtp-server';
+import { startSmtp } from './alert-receivers.ts';
 import { startPanel, type TestPanel } from './harness.ts';
-
-interface Received {
-  from: string;
-  to: string[];
-  data: string;
-}
-
-async function startSmtp(): Promise<{ server: SMTPServer; port: number; mails: Received[]; next(): Promise<Received> }> {
-  const mails: Received[] = [];
-  const waiters: ((m: Received) => void)[] = [];
-  const server = new SMTPServer({
-    authOptional: true,
-    disabledCommands: ['STARTTLS'],
-    logger: false,
-    onData(stream, session, done) {
-      let data = '';
-      stream.on('data', (c: Buffer) => (data += c.toString()));
-      stream.on('end', () => {
-        const mail = { from: session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address, to: session.envelope.rcptTo.map((r) => r.address), data };
-        mails.push(mail);
-        waiters.shift()?.(mail);
-        done();
-      });
-    },
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.server.address() as { port: number }).port;
-  return {
-    server,
-    port,
-    mails,
-    next: () => new Promise<Received>((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error('no mail arrived within 10 s')), 10_000);
-      waiters.push((m) => {
-        clearTimeout(t);
-        resolve(m);
-      });
-    }),
-  };
-}
 
 describe('panel mail', () => {
   let smtp: Awaited<ReturnType<typeof startSmtp>>;
@@ -58,7 +18,7 @@ describe('panel mail', () => {
   });
   after(async () => {
     await panel?.stop();
-    await new Promise<void>((r) => smtp?.server.close(() => r()));
+    await smtp?.close();
   });
 
   it('sends a test mail with `hostkit panel mail test`', async () => {
@@ -86,7 +46,7 @@ describe('panel mail', () => {
   it('fails `mail test` with the reason when no SMTP server answers', async () => {
     const closed = await startSmtp();
     const port = closed.port;
-    await new Promise<void>((r) => closed.server.close(() => r()));
+    await closed.close();
     const original = readFileSync(panel.config, 'utf8');
     writeFileSync(panel.config, original.replace(/port: \d+/, `port: ${port}`));
     const r = panel.cli('mail', 'test', '--to', 'ops@example.test');

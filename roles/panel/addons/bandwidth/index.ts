@@ -34,6 +34,10 @@ function attach(ctx: PanelContext, panelStore: PanelStore): RunningAddon {
     if (saved === undefined) await service.serversChanged(server.node_id);
   });
   ctx.hooks.serverDeleted.push((server) => service.serversChanged(server.node_id));
+  // This addon keeps the agents' registrations and pushes their limits: other addons reach
+  // nodes and change limits entries through it.
+  (ctx.hooks.onlineNodeAgent ??= []).push((nodeId) => service.onlineAgent(nodeId));
+  (ctx.hooks.limitsChanged ??= []).push((nodeId) => service.serversChanged(nodeId));
 
   registerNavEntry({ section: 'Bandwidth', label: 'Dashboard', href: '/admin/bandwidth', order: 300 });
   registerNavEntry({ section: 'Bandwidth', label: 'Nodes', href: '/admin/bandwidth/nodes', order: 310 });

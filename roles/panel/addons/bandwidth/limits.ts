@@ -8,7 +8,8 @@ import type { ServerRow } from '../../store/records.ts';
 import type { BandwidthSettings } from './settings.ts';
 import type { OverrideRow } from './store.ts';
 
-export type Effective = Omit<ServerLimitsEntry, 'uuid'>;
+/** A server's bandwidth limits (the entry without its uuid, and without `smart`, which is the firewall addon's). */
+export type Effective = Omit<ServerLimitsEntry, 'uuid' | 'smart'>;
 
 /** The defaults as a limits entry (enabled: the global defaults always enforce). */
 export function defaultLimits(s: BandwidthSettings): Effective {
@@ -51,11 +52,20 @@ export function effectiveLimits(settings: BandwidthSettings, override: OverrideR
   return override === undefined ? defaultLimits(settings) : overrideLimits(override);
 }
 
-/** The payload for one node: its servers with their effective limits. Pure. */
-export function limitsPayload(configVersion: number, settings: BandwidthSettings, servers: readonly ServerRow[], overrides: ReadonlyMap<number, OverrideRow>): LimitsPayload {
+/**
+ * The payload for one node: its servers with their effective limits, and the fields other addons
+ * add to an entry (`extras`, by server id: the firewall's `smart`). Pure.
+ */
+export function limitsPayload(
+  configVersion: number,
+  settings: BandwidthSettings,
+  servers: readonly ServerRow[],
+  overrides: ReadonlyMap<number, OverrideRow>,
+  extras: ReadonlyMap<number, Partial<ServerLimitsEntry>> = new Map(),
+): LimitsPayload {
   return {
     config_version: configVersion,
     timezone: settings.timezone,
-    servers: servers.map((s) => ({ uuid: s.uuid, ...effectiveLimits(settings, overrides.get(s.id)) })),
+    servers: servers.map((s) => ({ ...extras.get(s.id), uuid: s.uuid, ...effectiveLimits(settings, overrides.get(s.id)) })),
   };
 }

@@ -151,7 +151,7 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
     const node = nodeOf(req);
     const apiUrl = resolveApiUrl(r, req.ip);
     const before = await store.node(node.id);
-    await store.register(node.id, { api_url: apiUrl, version: r.version, hostname: r.hostname }, now());
+    const cameOnline = await store.register(node.id, { api_url: apiUrl, version: r.version, hostname: r.hostname }, now());
     const { settings, configVersion } = await store.settings();
     // Agents register again after new limits (to pick up a changed interval): only news is logged.
     if (before === undefined || before.api_url !== apiUrl || before.version !== r.version || before.hostname !== r.hostname || before.online !== 1) {
@@ -171,6 +171,7 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
       }
       await ctx.activity.log({ event: 'bandwidth:node.register', subject: { type: 'node', id: node.id }, properties: { api_url: apiUrl, version: r.version, hostname: r.hostname }, ip: req.ip });
     }
+    if (cameOnline) await service.nodeTransition(node.id, true, 'the agent registered');
     return ok({ node_id: node.id, heartbeat_interval_seconds: settings.poll_interval_seconds, config_version: configVersion });
   });
 
@@ -180,7 +181,7 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
     const h = body<HeartbeatRequest>(req, validateHeartbeatRequest);
     const node = nodeOf(req);
     // §3: a heartbeat marks the node online and stamps last_seen_at, registered or not.
-    await store.heartbeat(node.id, now(), {
+    const cameOnline = await store.heartbeat(node.id, now(), {
       ...(h.version !== undefined ? { version: h.version } : {}),
       ...(h.containers !== undefined ? { containers: h.containers } : {}),
       ...(h.rx_rate_bps !== undefined ? { rx_rate_bps: Math.round(h.rx_rate_bps) } : {}),
@@ -189,6 +190,7 @@ export function registerNodeApi(app: FastifyInstance, ctx: PanelContext, store: 
       ...(h.quota_exceeded !== undefined ? { quota_exceeded: h.quota_exceeded } : {}),
       heartbeat_at: now(),
     });
+    if (cameOnline) await service.nodeTransition(node.id, true, 'a heartbeat arrived');
     return ok({ config_version: await store.configVersion() });
   });
 

@@ -6,14 +6,14 @@
  */
 import { localParts } from '../../../../src/lib/calendar.ts';
 import { AppError, errorMessage } from '../../../../src/core/app-error.ts';
-import type { LimitsPayload } from '../../../../src/contracts/types.ts';
+import type { LimitsPayload, ServerLimitsEntry } from '../../../../src/contracts/types.ts';
 import type { PanelContext } from '../../context.ts';
 import { found, now } from '../../services/records.ts';
 import { setSuspended } from '../../services/servers.ts';
 import { createValidator, NAME, problemsOf, type FieldProblem } from '../../services/validation.ts';
 import type { ServerRow } from '../../store/records.ts';
 import { limitsPayload } from './limits.ts';
-import { fetchStats, pushLimits, unthrottle, type NodeTarget } from './node-client.ts';
+import { fetchStats, pushLimits, unthrottle, type NodeTarget } from '../../services/node-client.ts';
 import { EXCEED_ACTIONS, SETTING_SCHEMA, validateSettings, type BandwidthSettings } from './settings.ts';
 import type { BandwidthStore, OverrideRow } from './store.ts';
 
@@ -91,8 +91,12 @@ export interface BandwidthService {
   /** Sets (input) or removes (null) a server's override; pushes to its node when something changed. */
   saveOverride(serverId: number, input: unknown): Promise<number | undefined>;
   limitsFor(nodeId: number): Promise<LimitsPayload>;
-  /** A server of the node appeared or went away: new version, push. */
+  /** A server of the node appeared or went away, or an addon changed its entries: new version, push. */
   serversChanged(nodeId: number): Promise<void>;
+  /** The agent of a node that is online and registered (its address and token), else undefined. */
+  onlineAgent(nodeId: number): Promise<NodeTarget | undefined>;
+  /** Runs the core's nodeStatus hooks for a transition this addon made (went offline, came back); never throws. */
+  nodeTransition(nodeId: number, online: boolean, reason: string): Promise<void>;
   /** Pushes the node's full limits now and retries with backoff until it lands or goes stale. */
   schedulePush(nodeId: number): void;
   /** The node-facing suspend: returns whether this call caused the transition. */
@@ -129,7 +133,28 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
   async function limitsFor(nodeId: number): Promise<LimitsPayload> {
     const { settings, configVersion } = await store.settings();
     const servers = await ctx.store.servers.all({ node_id: nodeId });
-    return limitsPayload(configVersion, settings, servers, await store.overrides(servers.map((s) => s.id)));
+    const extras = new Map<number, Partial<ServerLimitsEntry>>();
+    for (const hook of ctx.hooks.limitsEntries ?? []) {
+      for (const [id, fields] of await hook(servers)) extras.set(id, { ...extras.get(id), ...fields });
+    }
+    return limitsPayload(configVersion, settings, servers, await store.overrides(servers.map((s) => s.id)), extras);
+  }
+
+  async function nodeTransition(nodeId: number, online: boolean, reason: string): Promise<void> {
+    const node = await ctx.store.nodes.find(nodeId);
+    if (node === undefined) return;
+    if (online) log.info({ node: node.name }, 'node %s is online (%s)', node.name, reason);
+    for (const hook of ctx.hooks.nodeStatus ?? []) {
+      try {
+        await hook(node, online, reason);
+      } catch (err) {
+        log.error({ err, node: node.name }, 'a node %s hook of node %s failed', online ? 'online' : 'offline', node.name);
+      }
+    }
+  }
+
+  async function markOffline(nodeId: number, reason: string): Promise<void> {
+    if (await store.setOffline(nodeId)) await nodeTransition(nodeId, false, reason);
   }
 
   const sleep = (ms: number): Promise<void> =>
@@ -181,7 +206,8 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
     if (node === undefined) {
       // Not pollable (heartbeats only): offline once it has been silent for a few intervals.
       const status = await store.node(nodeId);
-      if (status !== undefined && Date.now() - Date.parse(status.last_seen_at) > OFFLINE_AFTER_INTERVALS * intervalS * 1000) await store.setOffline(nodeId);
+      const silentMs = status === undefined ? 0 : Date.now() - Date.parse(status.last_seen_at);
+      if (silentMs > OFFLINE_AFTER_INTERVALS * intervalS * 1000) await markOffline(nodeId, `no heartbeat for ${Math.round(silentMs / 1000)} s`);
       return;
     }
     try {
@@ -195,7 +221,7 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
       const t = Date.now();
       await store.addTotals(nodeId, totals, Math.floor(t / 1000 / HOUR_S) * HOUR_S, dayKey(t, tz));
       const sum = (f: (s: (typeof stats.servers)[number]) => number): number => stats.servers.reduce((a, s) => a + f(s), 0);
-      await store.seen(nodeId, now(), {
+      const cameBack = await store.seen(nodeId, now(), {
         containers: stats.servers.filter((s) => s.online).length,
         rx_rate_bps: sum((s) => s.rx_rate_bps),
         tx_rate_bps: sum((s) => s.tx_rate_bps),
@@ -204,14 +230,15 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
         servers: stats.servers.map((s) => ({ uuid: s.uuid, rx_rate_bps: s.rx_rate_bps, tx_rate_bps: s.tx_rate_bps, throttled: s.throttled, exceeded: s.exceeded, rx_day: s.rx_used_day_bytes, tx_day: s.tx_used_day_bytes, rx_week: s.rx_used_week_bytes, tx_week: s.tx_used_week_bytes, rx_month: s.rx_used_month_bytes, tx_month: s.tx_used_month_bytes })),
         polled_at: now(),
       });
+      if (cameBack) await nodeTransition(nodeId, true, 'a stats poll succeeded again');
     } catch (err) {
       const failures = await store.pollFailed(nodeId);
       const status = await store.node(nodeId);
       const silentMs = status === undefined ? Infinity : Date.now() - Date.parse(status.last_seen_at);
       if (failures >= OFFLINE_AFTER_FAILURES || silentMs > OFFLINE_AFTER_INTERVALS * intervalS * 1000) {
-        await store.setOffline(nodeId);
         const why = failures >= OFFLINE_AFTER_FAILURES ? `${failures} failed stats polls` : `not heard from for ${Math.round(silentMs / 1000)} s`;
         log.warn({ node: node.name, failures, err: errorMessage(err) }, 'node %s is offline (%s)', node.name, why);
+        await markOffline(nodeId, `${why}: ${errorMessage(err)}`);
       } else {
         log.warn({ node: node.name, failures, err: errorMessage(err) }, 'stats poll of node %s failed', node.name);
       }
@@ -286,6 +313,10 @@ export function createBandwidthService(ctx: PanelContext, store: BandwidthStore)
       schedulePush(nodeId);
     },
     schedulePush,
+    async onlineAgent(nodeId) {
+      return (await store.node(nodeId))?.online === 1 ? target(nodeId) : undefined;
+    },
+    nodeTransition,
     async suspendForQuota(nodeId, uuid, reason, ip) {
       const server = await ctx.store.servers.findBy({ uuid });
       if (server === undefined || server.node_id !== nodeId) throw new AppError('ERR_UNKNOWN_SERVER', 'unknown server, or a server of another node', { status: 404 });

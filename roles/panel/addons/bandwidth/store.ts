@@ -9,8 +9,11 @@ import { promisify, type Async } from '../../store/repository.ts';
 import type { ServerLimitsEntry } from '../../../../src/contracts/types.ts';
 import { parseSettings, type BandwidthSettings } from './settings.ts';
 
-/** A per-server override row (spec/1 §2.9): the contract's limits entry, keyed by server, enabled as 0/1. */
-export type OverrideRow = Omit<Required<ServerLimitsEntry>, 'uuid' | 'enabled'> & { server_id: number; enabled: number };
+/**
+ * A per-server override row (spec/1 §2.9): the contract's limits entry, keyed by server, enabled
+ * as 0/1; without `smart`, which the firewall addon adds to the entry (PanelHooks.limitsEntries).
+ */
+export type OverrideRow = Omit<Required<ServerLimitsEntry>, 'uuid' | 'enabled' | 'smart'> & { server_id: number; enabled: number };
 
 export interface NodeStatusRow {
   node_id: number;
@@ -71,19 +74,20 @@ export interface BandwidthStoreSync {
   bumpVersion(): number;
   node(nodeId: number): NodeStatusRow | undefined;
   nodes(): NodeStatusRow[];
-  /** Register: api_url and version upserted, failures reset, online, last_seen_at stamped. */
-  register(nodeId: number, v: { api_url: string; version: string; hostname: string }, now: string): void;
-  /** Heartbeat or a good stats poll: online, failures reset, last_seen_at; cached_stats merged when given. */
-  seen(nodeId: number, now: string, stats?: Record<string, unknown>): void;
+  /** Register: api_url and version upserted, failures reset, online, last_seen_at stamped; true when the node was not online before. */
+  register(nodeId: number, v: { api_url: string; version: string; hostname: string }, now: string): boolean;
+  /** Heartbeat or a good stats poll: online, failures reset, last_seen_at; cached_stats merged when given. True when the node was offline before. */
+  seen(nodeId: number, now: string, stats?: Record<string, unknown>): boolean;
   /**
    * A heartbeat (spec/1 §3: online, last_seen_at stamped, cached_stats refreshed), also from a node
    * that never registered: its row is created without api_url or registered_at (nothing is pushed
-   * to it or polled until it registers).
+   * to it or polled until it registers). True when the node was not online before.
    */
-  heartbeat(nodeId: number, now: string, stats: Record<string, unknown>): void;
+  heartbeat(nodeId: number, now: string, stats: Record<string, unknown>): boolean;
   /** A failed stats poll; returns the failure count. */
   pollFailed(nodeId: number): number;
-  setOffline(nodeId: number): void;
+  /** True when the node was online (this call made the transition). */
+  setOffline(nodeId: number): boolean;
   /** Inserts events in one transaction, skipping any already stored (same node and content); returns how many were new. */
   addEvents(nodeId: number, events: readonly StoredEvent[], now: string): number;
   events(opts: { page: number; perPage: number; serverId?: number }): { items: EventRow[]; total: number };
@@ -137,7 +141,9 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
   const firstSeen = db.prepare("INSERT INTO bandwidth_nodes (node_id, api_url, registered_at, last_seen_at, health_failures, online) VALUES (?, '', '', ?, 0, 1) ON CONFLICT(node_id) DO NOTHING");
   const setStats = db.prepare('UPDATE bandwidth_nodes SET cached_stats = ? WHERE node_id = ?');
   const failed = db.prepare('UPDATE bandwidth_nodes SET health_failures = health_failures + 1 WHERE node_id = ? RETURNING health_failures AS n');
-  const offline = db.prepare('UPDATE bandwidth_nodes SET online = 0 WHERE node_id = ?');
+  const offline = db.prepare('UPDATE bandwidth_nodes SET online = 0 WHERE node_id = ? AND online = 1');
+  const isOnline = db.prepare('SELECT online FROM bandwidth_nodes WHERE node_id = ?');
+  const wasOnline = (nodeId: number): boolean => (isOnline.get(nodeId) as { online: number } | undefined)?.online === 1;
   const addEvent = db.prepare(`INSERT OR IGNORE INTO bandwidth_events (node_id, server_id, server_uuid, type, period, direction, message, occurred_at, received_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const lastTotals = db.prepare('SELECT rx_total, tx_total FROM bandwidth_counters WHERE server_id = ?');
@@ -151,16 +157,17 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
   const readSettings = (): BandwidthSettings => parseSettings(Object.fromEntries((settingRows.all() as { key: string; value: string }[]).map((r) => [r.key, r.value])));
   const encode = (v: unknown): string => (typeof v === 'boolean' ? (v ? '1' : '0') : String(v));
   const bumpVersion = (): number => (bump.get() as { v: number }).v;
-  const markSeen = (nodeId: number, now: string, stats?: Record<string, unknown>): void => {
+  const markSeen = (nodeId: number, now: string, stats?: Record<string, unknown>): boolean =>
     database.transaction(() => {
+      const before = wasOnline(nodeId);
       seen.run(now, nodeId);
       if (stats !== undefined) {
         const row = getNode.get(nodeId) as NodeStatusRow | undefined;
         const merged = { ...(JSON.parse(row?.cached_stats ?? '{}') as Record<string, unknown>), ...stats };
         setStats.run(JSON.stringify(merged), nodeId);
       }
+      return !before;
     });
-  };
   const usageWhere = (f: UsageFilter): { sql: string; args: number[] } => {
     const parts: string[] = [];
     const args: number[] = [];
@@ -214,19 +221,23 @@ function createSqliteBandwidthStore(database: Database): BandwidthStoreSync {
     node: (nodeId) => getNode.get(nodeId) as NodeStatusRow | undefined,
     nodes: () => db.prepare('SELECT * FROM bandwidth_nodes ORDER BY node_id').all() as unknown as NodeStatusRow[],
     register(nodeId, v, now) {
-      register.run(nodeId, v.api_url, v.version, v.hostname, now, now);
+      return database.transaction(() => {
+        const before = wasOnline(nodeId);
+        register.run(nodeId, v.api_url, v.version, v.hostname, now, now);
+        return !before;
+      });
     },
     seen: markSeen,
     heartbeat(nodeId, now, stats) {
-      database.transaction(() => {
+      return database.transaction(() => {
+        const before = wasOnline(nodeId);
         firstSeen.run(nodeId, now);
         markSeen(nodeId, now, stats);
+        return !before;
       });
     },
     pollFailed: (nodeId) => (failed.get(nodeId) as { n: number } | undefined)?.n ?? 0,
-    setOffline(nodeId) {
-      offline.run(nodeId);
-    },
+    setOffline: (nodeId) => offline.run(nodeId).changes > 0,
     addEvents(nodeId, events, now) {
       return database.transaction(() => events.reduce((n, e) => n + Number(addEvent.run(nodeId, e.server_id, e.server_uuid, e.type, e.period, e.direction, e.message, e.occurred_at, now).changes), 0));
     },

@@ -1,18 +1,16 @@
 /**
- * The panel's calls to a node agent's API (spec/1 §4.1) with the node's pairing token: limits
- * pushes, stats polls and unthrottle. Errors name the node and what it answered.
+ * The panel's calls to a node agent's API (spec/1 §4.1, spec/3 §6.3) with the node's pairing
+ * token, for every addon that talks to nodes: limits pushes, stats polls and unthrottle (bandwidth),
+ * the SMART event pull (firewall). Errors name the node and what it answered.
  */
-import { AppError } from '../../../../src/core/app-error.ts';
-import type { LimitsPayload, StatsData } from '../../../../src/contracts/types.ts';
-import { validateLimitsApplied, validateStatsData, validateUnthrottleResponse } from '../../../../src/contracts/validators.js';
-import type { SchemaValidator } from '../../../../src/core/config-loader.ts';
-import { requestText, type HttpAnswer } from '../../../../src/lib/http-request.ts';
+import { AppError } from '../../../src/core/app-error.ts';
+import type { LimitsPayload, SmartEventsData, StatsData } from '../../../src/contracts/types.ts';
+import { validateLimitsApplied, validateSmartEventsData, validateStatsData, validateUnthrottleResponse } from '../../../src/contracts/validators.js';
+import type { SchemaValidator } from '../../../src/core/config-loader.ts';
+import { requestText, type HttpAnswer } from '../../../src/lib/http-request.ts';
+import type { NodeAgentTarget } from '../context.ts';
 
-export interface NodeTarget {
-  name: string;
-  apiUrl: string;
-  token: string;
-}
+export type NodeTarget = NodeAgentTarget;
 
 const TIMEOUT_MS = 10_000;
 
@@ -63,4 +61,9 @@ export function fetchStats(node: NodeTarget): Promise<StatsData> {
 /** POST /servers/{uuid}/unthrottle. */
 export function unthrottle(node: NodeTarget, uuid: string): Promise<{ unthrottled: boolean }> {
   return call(node, 'POST', `/servers/${encodeURIComponent(uuid)}/unthrottle`, validateUnthrottleResponse);
+}
+
+/** GET /smart/events?after=&limit=: the SMART events with id > after, oldest first, and the store's stream id. */
+export function fetchSmartEvents(node: NodeTarget, after: number, limit: number): Promise<SmartEventsData> {
+  return call(node, 'GET', `/smart/events?after=${after}&limit=${limit}`, validateSmartEventsData);
 }
