@@ -17,7 +17,7 @@ import type { SmartEvent, SmartEventsData } from '../../src/contracts/types.ts';
 import { freePort, startHostkit, type Daemon } from '../integration/hostkit-process.ts';
 import { startFakePanel, type FakePanel } from '../integration/node-agent/fake-panel.ts';
 import { LIMIT_DEFAULTS } from '../../roles/node-agent/limits.ts';
-import { udpFlood } from './traffic.ts';
+import { attackerNamespace, udpFlood } from './traffic.ts';
 import { startDocker, type DockerHarness, type TestContainer, type TestNetwork } from './harness.ts';
 
 const TOKEN = 'ab'.repeat(32);
@@ -28,6 +28,7 @@ const dir = mkdtempSync(join(tmpdir(), 'hk-agent-smart-'));
 const ATTACKER_NS = 'hk-smart-atk';
 const ATTACKER_VETH = 'hksatk0';
 let docker: DockerHarness | undefined;
+let removeAttacker: (() => void) | undefined;
 let net: TestNetwork;
 let attacked: TestContainer;
 let rising: TestContainer;
@@ -57,12 +58,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 before(async () => {
   docker = await startDocker({ name: 'agentsmart' });
   net = await docker.createNetwork('hk-smart', '10.251.31.0/24');
-  const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
-  ip('netns', 'add', ATTACKER_NS);
-  ip('link', 'add', ATTACKER_VETH, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ATTACKER_NS);
-  ip('link', 'set', ATTACKER_VETH, 'master', net.bridge, 'up');
-  ip('-n', ATTACKER_NS, 'addr', 'add', '10.251.31.250/24', 'dev', 'eth0');
-  ip('-n', ATTACKER_NS, 'link', 'set', 'eth0', 'up');
+  removeAttacker = attackerNamespace(ATTACKER_NS, ATTACKER_VETH, net.bridge, '10.251.31.250/24');
   attacked = await docker.runContainer({ name: ATTACKED, network: 'hk-smart' });
   rising = await docker.runContainer({ name: RISING, network: 'hk-smart' });
   panel = await startFakePanel(TOKEN);
@@ -101,13 +97,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const args of [['link', 'del', ATTACKER_VETH], ['netns', 'del', ATTACKER_NS]]) {
-    try {
-      execFileSync('ip', args, { stdio: 'ignore' });
-    } catch {
-      // not made
-    }
-  }
+  removeAttacker?.();
   await agent?.stop();
   await panel?.close();
   await docker?.stop();

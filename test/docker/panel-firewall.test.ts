@@ -9,7 +9,6 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +20,7 @@ import { adminSession, type AdminSession } from '../integration/panel/admin-sess
 import { makeCert, startReceivers, startSmtp } from '../integration/panel/alert-receivers.ts';
 import { bandwidthSettingsForm } from '../integration/panel/bandwidth-settings.ts';
 import { startPanel, type TestPanel } from '../integration/panel/harness.ts';
-import { udpFlood } from './traffic.ts';
+import { attackerNamespace, udpFlood } from './traffic.ts';
 import { startDocker, type DockerHarness } from './harness.ts';
 
 type Item = { attributes: Record<string, unknown> };
@@ -40,6 +39,7 @@ const agentSocket = join(dir, 'agent.sock');
 const tls = makeCert(dir);
 
 let docker: DockerHarness | undefined;
+let removeAttacker: (() => void) | undefined;
 let panel: TestPanel;
 let web: AdminSession;
 let appKey: string;
@@ -73,12 +73,7 @@ const startAgent = (): Daemon => startHostkit(['node-agent', 'serve', '--config'
 before(async () => {
   docker = await startDocker({ name: 'panelfw' });
   const net = await docker.createNetwork('hk-panelfw', '10.251.61.0/24');
-  const ip = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
-  ip('netns', 'add', ATTACKER_NS);
-  ip('link', 'add', ATTACKER_VETH, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ATTACKER_NS);
-  ip('link', 'set', ATTACKER_VETH, 'master', net.bridge, 'up');
-  ip('-n', ATTACKER_NS, 'addr', 'add', '10.251.61.250/24', 'dev', 'eth0');
-  ip('-n', ATTACKER_NS, 'link', 'set', 'eth0', 'up');
+  removeAttacker = attackerNamespace(ATTACKER_NS, ATTACKER_VETH, net.bridge, '10.251.61.250/24');
   receivers = await startReceivers(tls);
   smtp = await startSmtp();
   panel = await startPanel({ mail: { host: '127.0.0.1', port: smtp.port }, env: { NODE_EXTRA_CA_CERTS: tls.file } });
@@ -131,13 +126,7 @@ before(async () => {
 });
 
 after(async () => {
-  for (const args of [['link', 'del', ATTACKER_VETH], ['netns', 'del', ATTACKER_NS]]) {
-    try {
-      execFileSync('ip', args, { stdio: 'ignore' });
-    } catch {
-      // not made
-    }
-  }
+  removeAttacker?.();
   await agent?.stop();
   await panel?.stop();
   receivers?.close();

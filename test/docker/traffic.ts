@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { connect, createServer, type Socket } from 'node:net';
 import { ifbName } from '../../src/lib/tc.ts';
 import { hostVethOf } from '../../src/lib/veth.ts';
@@ -180,4 +180,28 @@ export function udpFlood(ip: string, phases: FloodPhase[], opts: { netns?: strin
     await exited;
     return Number(out) || 0;
   };
+}
+
+/**
+ * A network namespace `ns` plugged into the bridge of a test network at `ip`, through a veth whose
+ * host end is `veth`: a sender outside the node, as an attacker is (see udpFlood). Returns the
+ * function that removes both.
+ */
+export function attackerNamespace(ns: string, veth: string, bridge: string, ip: string): () => void {
+  const run = (...args: string[]): string => execFileSync('ip', args, { encoding: 'utf8' });
+  const remove = (): void => {
+    for (const args of [['link', 'del', veth], ['netns', 'del', ns]]) {
+      try {
+        execFileSync('ip', args, { stdio: 'ignore' });
+      } catch {
+        // not made
+      }
+    }
+  };
+  run('netns', 'add', ns);
+  run('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
+  run('link', 'set', veth, 'master', bridge, 'up');
+  run('-n', ns, 'addr', 'add', ip, 'dev', 'eth0');
+  run('-n', ns, 'link', 'set', 'eth0', 'up');
+  return remove;
 }
